@@ -1,0 +1,25 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Group is the API group of EC2NodeClass.
+const Group = "karpenter.k8s.aws"
+
+// SchemeGroupVersion is the group and version of every type in this package.
+var SchemeGroupVersion = schema.GroupVersion{Group: Group, Version: "v1"}
+
+// AddToScheme registers the package's types with a scheme.
+func AddToScheme(s *runtime.Scheme) error {
+	s.AddKnownTypes(SchemeGroupVersion, &EC2NodeClass{}, &EC2NodeClassList{})
+	metav1.AddToGroupVersion(s, SchemeGroupVersion)
+	return nil
+}
+
+// Resource returns the group-qualified resource for a plural name.
+func Resource(plural string) schema.GroupResource {
+	return SchemeGroupVersion.WithResource(plural).GroupResource()
+}

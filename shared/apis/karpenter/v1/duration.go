@@ -41,6 +41,11 @@ func ParseNillableDuration(s string) (NillableDuration, error) {
 	return NillableDuration{Duration: &d, raw: raw}, nil
 }
 
+// IsZero reports whether the value was never set. Such a value is omitted
+// when encoded (fields use omitzero), so the API server applies its default;
+// an explicit "Never" is not zero.
+func (d NillableDuration) IsZero() bool { return d.Duration == nil && d.raw == nil }
+
 // IsNever reports whether the duration is disabled.
 func (d NillableDuration) IsNever() bool { return d.Duration == nil }
 

@@ -78,7 +78,7 @@ type NodeClaimSpec struct {
 	// +kubebuilder:validation:Type="string"
 	// +kubebuilder:validation:Schemaless
 	// +optional
-	ExpireAfter NillableDuration `json:"expireAfter,omitempty"`
+	ExpireAfter NillableDuration `json:"expireAfter,omitzero"`
 }
 
 // ResourceRequirements are the requests a NodeClaim must satisfy.

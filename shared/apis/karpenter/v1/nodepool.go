@@ -50,7 +50,7 @@ type NodePoolSpec struct {
 	// Disruption says when nodes from this NodePool may be consolidated.
 	// +kubebuilder:default:={consolidateAfter: "0s"}
 	// +optional
-	Disruption Disruption `json:"disruption"`
+	Disruption Disruption `json:"disruption,omitzero"`
 	// Limits caps the total resources (cpu, memory, nodes, ...) of the nodes
 	// this NodePool owns. Only limits.nodes applies to static NodePools.
 	// +optional
@@ -74,7 +74,7 @@ type Disruption struct {
 	// +kubebuilder:validation:Type="string"
 	// +kubebuilder:validation:Schemaless
 	// +required
-	ConsolidateAfter NillableDuration `json:"consolidateAfter"`
+	ConsolidateAfter NillableDuration `json:"consolidateAfter,omitzero"`
 	// ConsolidationPolicy picks which nodes consolidation may act on.
 	// +kubebuilder:default:="WhenEmptyOrUnderutilized"
 	// +kubebuilder:validation:Enum:=WhenEmpty;WhenEmptyOrUnderutilized;Balanced
@@ -204,7 +204,7 @@ type NodeClaimTemplateSpec struct {
 	// +kubebuilder:validation:Type="string"
 	// +kubebuilder:validation:Schemaless
 	// +optional
-	ExpireAfter NillableDuration `json:"expireAfter,omitempty"`
+	ExpireAfter NillableDuration `json:"expireAfter,omitzero"`
 }
 
 // NodeClassReference points at the provider configuration of a node.

@@ -1,0 +1,72 @@
+# Karpless: the only entry points people need.
+#   make demo   the whole loop on a laptop (local API server + AWS emulator)
+#   make test   vet, unit and integration tests, cdk synth
+# Everything the targets need is installed by the targets themselves.
+
+SHELL        := /usr/bin/env bash
+GO           ?= go
+export GOFLAGS := -buildvcs=false
+export CDK_DISABLE_CLI_TELEMETRY := true
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+
+KUBE_BIN     := .cache/kube/bin
+FUNCTIONS    := provisioner disruption interruption bootstrap
+# The CDK CLI must read cloud-assembly schema 54 (aws-cdk-lib 2.270); npm's
+# "latest" tag is an older major that cannot, so the version is pinned.
+CDK_VERSION  ?= 2.1148.1
+CDK_DIR      := .tools/cdk
+CDK          := $(CDK_DIR)/node_modules/.bin/cdk
+
+.PHONY: all demo test unit integration vet kube generate check-generated lambdas cdk-cli synth bench clean
+
+all: test
+
+## kube: build etcd, kube-apiserver, kube-scheduler, kube-controller-manager
+## and kubectl from source once (~15 min cold on 2 cores); cached in .cache.
+kube: $(KUBE_BIN)/.version
+$(KUBE_BIN)/.version: hack/kube/go.mod hack/kube/build.sh
+	hack/kube/build.sh $(KUBE_BIN)
+
+## generate: deepcopy and CRD manifests from shared/apis (controller-gen is
+## pinned in go.mod's tool block), and the catalog from ../shared when present.
+generate:
+	$(GO) tool controller-gen object paths=./shared/apis/... crd output:crd:artifacts:config=shared/apis/crds
+	@if [ -f ../shared/catalog/ec2-instance-types.json ]; then cd shared/catalog && $(GO) run ./internal/gen -in ../../../shared/catalog/ec2-instance-types.json; fi
+
+## check-generated: fail if the committed CRDs or deepcopy are stale.
+check-generated:
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	$(GO) tool controller-gen crd output:crd:artifacts:config=$$tmp paths=./shared/apis/... && \
+	for f in $$tmp/*.yaml; do diff -q $$f shared/apis/crds/$$(basename $$f) >/dev/null || { echo "shared/apis/crds/$$(basename $$f) is stale: run make generate"; exit 1; }; done; \
+	echo "generated CRDs are up to date"
+
+vet:
+	$(GO) vet ./...
+
+## test: everything CI runs. Integration tests need the control plane; with
+## KARPLESS_REQUIRE_KUBE=1 a missing one is a failure, never a silent skip.
+test: kube vet check-generated synth
+	KARPLESS_REQUIRE_KUBE=1 CDK_VALIDATION=false $(GO) test -count=1 -timeout 25m ./...
+
+unit:
+	$(GO) test -short ./...
+
+## lambdas: the function binaries for provided.al2023 on arm64.
+lambdas: $(foreach f,$(FUNCTIONS),build/$(f)/bootstrap)
+build/%/bootstrap: FORCE
+	@mkdir -p $(@D)
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $@ ./functions/$*
+FORCE:
+
+## cdk-cli: the pinned CDK CLI in a dot-folder Go's ./... skips.
+cdk-cli: $(CDK)
+$(CDK): $(CDK_DIR)/package-lock.json
+	cd $(CDK_DIR) && npm ci --no-audit --no-fund
+	touch $@
+
+## synth: cdk synth into cdk.out with no AWS credentials.
+synth: lambdas $(CDK)
+	$(CDK) synth --no-notices --quiet -c clusterName=karpless-demo -c assetsDir=build
+
+clean:
+	rm -rf build cdk.out

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/karpless/karpless/infra/stack"
+	"github.com/karpless/karpless/internal/cdktestenv"
+)
+
+func TestMain(m *testing.M) {
+	cdktestenv.Setup()
+	code := m.Run()
+	jsii.Close()
+	os.Exit(code)
+}
+
+func readConfig(t *testing.T, context map[string]interface{}) (config, error) {
+	t.Helper()
+	t.Setenv("CDK_DEFAULT_ACCOUNT", "")
+	t.Setenv("CDK_DEFAULT_REGION", "")
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &context, Outdir: jsii.String(t.TempDir())})
+	return configFromContext(app)
+}
+
+func TestConfigFromContext(t *testing.T) {
+	// As the CLI passes -c values: strings.
+	cfg, err := readConfig(t, map[string]interface{}{
+		"clusterName":            "prod",
+		"installDefaultNodePool": "true",
+		"logRetentionDays":       "14",
+		"subnetIds":              "subnet-0123456789abcdef0, subnet-0123456789abcdef1",
+		"securityGroupIds":       "sg-0123456789abcdef0",
+		"nag":                    "true",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := stack.Props{
+		ClusterName:            "prod",
+		Account:                dummyAccount,
+		Region:                 dummyRegion,
+		AssetsDir:              "build",
+		InstallDefaultNodePool: true,
+		CRDHash:                "dev",
+		LogRetentionDays:       14,
+		SubnetIDs:              []string{"subnet-0123456789abcdef0", "subnet-0123456789abcdef1"},
+		SecurityGroupIDs:       []string{"sg-0123456789abcdef0"},
+	}
+	if !reflect.DeepEqual(cfg.props, want) {
+		t.Errorf("props\n got %+v\nwant %+v", cfg.props, want)
+	}
+	if cfg.stackName != "Karpless-prod" || !cfg.nag {
+		t.Errorf("stackName %q nag %v", cfg.stackName, cfg.nag)
+	}
+
+	// As cdk.json may hold them: JSON values.
+	cfg, err = readConfig(t, map[string]interface{}{
+		"clusterName": "prod", "account": "210987654321", "region": "eu-west-1",
+		"importNodeRole": true, "logRetentionDays": 90, "subnetIds": []interface{}{"subnet-0123456789abcdef0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.props.ImportNodeRole || cfg.props.LogRetentionDays != 90 || cfg.props.Account != "210987654321" ||
+		!reflect.DeepEqual(cfg.props.SubnetIDs, []string{"subnet-0123456789abcdef0"}) {
+		t.Errorf("props %+v", cfg.props)
+	}
+}
+
+func TestConfigFromContextErrors(t *testing.T) {
+	_, err := readConfig(t, map[string]interface{}{"clusterName": "prod", "nag": "maybe", "logRetentionDays": "a week"})
+	if err == nil || !strings.Contains(err.Error(), "nag: want true or false") || !strings.Contains(err.Error(), "logRetentionDays: want a whole number") {
+		t.Errorf("error: %v", err)
+	}
+}

@@ -1,0 +1,191 @@
+package stack
+
+import (
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+)
+
+func TestFunctions(t *testing.T) {
+	queue := ref(logicalID(st, st.Queue))
+	cases := []struct {
+		name     string
+		memory   int
+		timeout  int
+		reserved any // nil: unreserved
+		env      map[string]any
+	}{
+		{Provisioner, 512, 70, 1, map[string]any{"CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo"}},
+		{Disruption, 512, 70, 1, map[string]any{"CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo"}},
+		{Interruption, 512, 60, nil, map[string]any{"CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "INTERRUPTION_QUEUE_URL": queue}},
+		{Bootstrap, 512, 300, nil, map[string]any{"CLUSTER_NAME": testCluster}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fn := resources(doc)[logicalID(st, st.Functions[c.name])]
+			if fn == nil {
+				t.Fatalf("no function %s", c.name)
+			}
+			want := map[string]any{
+				"Runtime":       "provided.al2023",
+				"Architectures": []any{"arm64"},
+				"Handler":       "bootstrap",
+				"MemorySize":    c.memory,
+				"Timeout":       c.timeout,
+				"Role":          getAtt(logicalID(st, st.Roles[c.name]), "Arn"),
+				"LoggingConfig": map[string]any{"LogGroup": ref(logicalID(st, st.LogGroups[c.name]))},
+				"Environment":   map[string]any{"Variables": c.env},
+				// reserved concurrency: exactly 1 for the two ticks (two
+				// at once would only fight for the Lease), none otherwise.
+				"ReservedConcurrentExecutions": c.reserved,
+				"VpcConfig":                    nil,
+			}
+			p := props(fn)
+			for k, v := range want {
+				if jsonString(p[k]) != jsonString(v) {
+					t.Errorf("%s: %s = %s, want %s", c.name, k, jsonString(p[k]), jsonString(v))
+				}
+			}
+			code, _ := p["Code"].(map[string]any)
+			if code["S3Key"] == nil {
+				t.Errorf("%s: code is not an S3 asset: %v", c.name, code)
+			}
+		})
+	}
+}
+
+func TestReservedConcurrency(t *testing.T) {
+	for _, name := range []string{Provisioner, Disruption} {
+		check(t, name, func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), &map[string]interface{}{
+				"Description":                  assertions.Match_StringLikeRegexp(jsii.String("^Karpless " + name + ":")),
+				"ReservedConcurrentExecutions": 1,
+			})
+		})
+	}
+	check(t, "only two functions reserve concurrency", func() {
+		tmpl.ResourcePropertiesCountIs(jsii.String("AWS::Lambda::Function"), &map[string]interface{}{
+			"ReservedConcurrentExecutions": assertions.Match_AnyValue(),
+		}, jsii.Number(2))
+	})
+}
+
+func TestNoOtherFunctions(t *testing.T) {
+	// The bootstrap custom resource must not bring the Provider
+	// framework's Node.js function along.
+	check(t, "4 functions", func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(4)) })
+	check(t, "all provided.al2023", func() {
+		tmpl.AllResourcesProperties(jsii.String("AWS::Lambda::Function"), &map[string]interface{}{
+			"Runtime": "provided.al2023", "Architectures": []interface{}{"arm64"},
+		})
+	})
+}
+
+func TestLogGroups(t *testing.T) {
+	check(t, "4 log groups with 30 days", func() {
+		tmpl.ResourcePropertiesCountIs(jsii.String("AWS::Logs::LogGroup"), &map[string]interface{}{"RetentionInDays": 30}, jsii.Number(4))
+	})
+	for _, name := range FunctionNames {
+		lg := logicalID(st, st.LogGroups[name])
+		r := resources(doc)[lg]
+		if r["DeletionPolicy"] != "Delete" {
+			t.Errorf("%s log group: DeletionPolicy %v, want Delete", name, r["DeletionPolicy"])
+		}
+		// The function's role may write to its own log group and no other.
+		check(t, name+" writes its own logs", func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::IAM::Policy"), &map[string]interface{}{
+				"Roles": []interface{}{ref(logicalID(st, st.Roles[name]))},
+				"PolicyDocument": assertions.Match_ObjectLike(&map[string]interface{}{
+					"Statement": assertions.Match_ArrayWith(&[]interface{}{map[string]interface{}{
+						"Sid":      "AllowWritingOwnLogs",
+						"Effect":   "Allow",
+						"Action":   []interface{}{"logs:CreateLogStream", "logs:PutLogEvents"},
+						"Resource": getAtt(lg, "Arn"),
+					}}),
+				}),
+			})
+		})
+	}
+
+	// A different retention from context.
+	p := defaultProps()
+	p.LogRetentionDays = 7
+	_, tm, _, err := synth(p, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, "retention 7", func() {
+		tm.ResourcePropertiesCountIs(jsii.String("AWS::Logs::LogGroup"), &map[string]interface{}{"RetentionInDays": 7}, jsii.Number(4))
+	})
+}
+
+func TestScheduleRules(t *testing.T) {
+	for _, name := range []string{Provisioner, Disruption} {
+		fn := logicalID(st, st.Functions[name])
+		check(t, name+" schedule", func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), &map[string]interface{}{
+				"ScheduleExpression": "rate(1 minute)",
+				"State":              "ENABLED",
+				"Targets": []interface{}{assertions.Match_ObjectLike(&map[string]interface{}{
+					"Arn":         getAtt(fn, "Arn"),
+					"RetryPolicy": map[string]interface{}{"MaximumEventAgeInSeconds": 60, "MaximumRetryAttempts": 0},
+				})},
+			})
+		})
+		check(t, name+" invoke permission from its rule", func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Permission"), &map[string]interface{}{
+				"Action":       "lambda:InvokeFunction",
+				"FunctionName": getAtt(fn, "Arn"),
+				"Principal":    "events.amazonaws.com",
+				"SourceArn":    assertions.Match_ObjectLike(&map[string]interface{}{"Fn::GetAtt": assertions.Match_AnyValue()}),
+			})
+		})
+		check(t, name+" async: no retries, events dropped after 60 s", func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventInvokeConfig"), &map[string]interface{}{
+				"FunctionName":             ref(fn),
+				"MaximumRetryAttempts":     0,
+				"MaximumEventAgeInSeconds": 60,
+			})
+		})
+	}
+	check(t, "2 scheduled rules", func() {
+		tmpl.ResourcePropertiesCountIs(jsii.String("AWS::Events::Rule"), &map[string]interface{}{
+			"ScheduleExpression": assertions.Match_AnyValue(),
+		}, jsii.Number(2))
+	})
+}
+
+func TestBootstrapCustomResource(t *testing.T) {
+	fn := logicalID(st, st.Functions[Bootstrap])
+	check(t, "custom resource", func() {
+		tmpl.HasResource(jsii.String("AWS::CloudFormation::CustomResource"), &map[string]interface{}{
+			"Properties": map[string]interface{}{
+				"ServiceToken":              getAtt(fn, "Arn"),
+				"ServiceTimeout":            1200,
+				"ClusterName":               testCluster,
+				"NodeRoleName":              "KarpenterNodeRole-demo",
+				"InstallDefaultNodePool":    "false",
+				"RemoveUserObjectsOnDelete": "false",
+				"CRDHash":                   "dev",
+				"ControllersGroup":          "karpless:controllers",
+			},
+			"DependsOn": assertions.Match_ArrayWith(&[]interface{}{"BootstrapAccessEntry", "NodeAccessEntry"}),
+		})
+	})
+
+	// Context changes reach the properties: a new CRD hash triggers an Update.
+	p := defaultProps()
+	p.InstallDefaultNodePool = true
+	p.CRDHash = "sha256-abc"
+	_, tm, _, err := synth(p, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, "properties from context", func() {
+		tm.HasResourceProperties(jsii.String("AWS::CloudFormation::CustomResource"), &map[string]interface{}{
+			"InstallDefaultNodePool": "true",
+			"CRDHash":                "sha256-abc",
+		})
+	})
+}

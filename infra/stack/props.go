@@ -1,0 +1,200 @@
+package stack
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// The four Lambda functions. Each one's binary is <AssetsDir>/<name>/bootstrap.
+const (
+	Provisioner  = "provisioner"
+	Disruption   = "disruption"
+	Interruption = "interruption"
+	Bootstrap    = "bootstrap"
+)
+
+// FunctionNames lists the functions in a fixed order.
+var FunctionNames = []string{Provisioner, Disruption, Interruption, Bootstrap}
+
+// Defaults applied by Props.withDefaults.
+const (
+	DefaultAssetsDir        = "build"
+	DefaultCRDHash          = "dev"
+	DefaultLogRetentionDays = 30
+	// DefaultNodeRolePrefix followed by the cluster name is the node role's
+	// name, as in Karpenter's getting-started template.
+	DefaultNodeRolePrefix = "KarpenterNodeRole-"
+)
+
+// Props configures one Karpless deployment (one EKS cluster).
+type Props struct {
+	// ClusterName is the name of the existing EKS cluster. Required.
+	ClusterName string
+	// Account and Region pin the stack's environment. Both or neither:
+	// neither gives an environment-agnostic template.
+	Account string
+	Region  string
+
+	// AssetsDir holds <fn>/bootstrap for each function (linux/arm64).
+	AssetsDir string
+
+	// NodeRoleName names the IAM role the nodes run with. With
+	// ImportNodeRole the role must already exist and is not created (for
+	// instance the one Karpenter's getting-started template made).
+	NodeRoleName   string
+	ImportNodeRole bool
+	// SkipNodeAccessEntry leaves out the EC2_LINUX access entry of the node
+	// role, for a role that already has one.
+	SkipNodeAccessEntry bool
+
+	// InstallDefaultNodePool asks the bootstrap function to install a
+	// default NodePool and EC2NodeClass.
+	InstallDefaultNodePool bool
+	// RemoveUserObjectsOnDelete asks the bootstrap function to delete the
+	// user's NodePools, EC2NodeClasses and NodeClaims (and the CRDs) on
+	// stack deletion. Off by default: user objects are left alone.
+	RemoveUserObjectsOnDelete bool
+	// CRDHash identifies the CRDs embedded in the bootstrap binary; a new
+	// value makes CloudFormation send an Update to the custom resource.
+	CRDHash string
+
+	// LogRetentionDays is the retention of every function's log group; one
+	// of the values CloudWatch Logs accepts (1, 3, 5, 7, 14, 30, ...).
+	LogRetentionDays int
+
+	// Optional VPC placement of the functions (for a cluster whose API
+	// endpoint is private). SubnetIDs is required for placement; with no
+	// SecurityGroupIDs the stack creates a security group in VpcID that
+	// allows only outbound HTTPS.
+	VpcID            string
+	SubnetIDs        []string
+	SecurityGroupIDs []string
+}
+
+var (
+	// EKS: 1-100 characters, starts with a letter or digit.
+	clusterNameRE = regexp.MustCompile(`^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$`)
+	accountRE     = regexp.MustCompile(`^[0-9]{12}$`)
+	regionRE      = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
+	roleNameRE    = regexp.MustCompile(`^[A-Za-z0-9+=,.@_-]{1,64}$`)
+	vpcRE         = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
+	subnetRE      = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
+	sgRE          = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
+	crdHashRE     = regexp.MustCompile(`^[A-Za-z0-9._:+-]{1,128}$`)
+)
+
+// retentionDays are the retention periods CloudWatch Logs accepts.
+var retentionDays = []int{1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
+
+// withDefaults fills the optional fields that have a default.
+func (p Props) withDefaults() Props {
+	if p.AssetsDir == "" {
+		p.AssetsDir = DefaultAssetsDir
+	}
+	if p.NodeRoleName == "" && p.ClusterName != "" {
+		p.NodeRoleName = DefaultNodeRolePrefix + p.ClusterName
+	}
+	if p.CRDHash == "" {
+		p.CRDHash = DefaultCRDHash
+	}
+	if p.LogRetentionDays == 0 {
+		p.LogRetentionDays = DefaultLogRetentionDays
+	}
+	return p
+}
+
+// InVPC reports whether the functions are placed in a VPC.
+func (p Props) InVPC() bool { return len(p.SubnetIDs) > 0 }
+
+// Validate reports every problem with p (after defaults), each naming the
+// context key that sets the field.
+func (p Props) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+
+	switch {
+	case p.ClusterName == "":
+		bad("clusterName is required: pass -c clusterName=<name of the EKS cluster>")
+	case !clusterNameRE.MatchString(p.ClusterName):
+		bad("clusterName %q is not a valid EKS cluster name (1-100 letters, digits, '-' or '_', starting with a letter or digit)", p.ClusterName)
+	}
+
+	switch {
+	case (p.Account == "") != (p.Region == ""):
+		bad("account and region must be set together (got account %q, region %q)", p.Account, p.Region)
+	case p.Account != "" && !accountRE.MatchString(p.Account):
+		bad("account %q is not a 12-digit AWS account ID", p.Account)
+	case p.Region != "" && !regionRE.MatchString(p.Region):
+		bad("region %q is not an AWS region name such as eu-west-1", p.Region)
+	}
+
+	if p.AssetsDir == "" {
+		bad("assetsDir is empty")
+	} else {
+		for _, fn := range FunctionNames {
+			path := filepath.Join(p.AssetsDir, fn, "bootstrap")
+			st, err := os.Stat(path)
+			switch {
+			case err != nil:
+				bad("lambda binary %s is missing (build the functions with `make lambdas`, or pass -c assetsDir=<dir holding <fn>/bootstrap>): %v", path, err)
+			case !st.Mode().IsRegular():
+				bad("lambda binary %s is not a regular file", path)
+			}
+		}
+	}
+
+	if (p.NodeRoleName != "" || p.ClusterName != "") && !roleNameRE.MatchString(p.NodeRoleName) {
+		if p.ClusterName != "" && p.NodeRoleName == DefaultNodeRolePrefix+p.ClusterName {
+			bad("the default node role name %q is not a valid IAM role name (at most 64 characters); pass -c nodeRoleName=<name>", p.NodeRoleName)
+		} else {
+			bad("nodeRoleName %q is not a valid IAM role name (1-64 of letters, digits and +=,.@_-)", p.NodeRoleName)
+		}
+	}
+
+	if !crdHashRE.MatchString(p.CRDHash) {
+		bad("crdHash %q must be 1-128 characters of letters, digits and ._:+-", p.CRDHash)
+	}
+
+	if !slices.Contains(retentionDays, p.LogRetentionDays) {
+		bad("logRetentionDays %d is not a retention CloudWatch Logs accepts; use one of %s", p.LogRetentionDays, joinInts(retentionDays))
+	}
+
+	if p.VpcID != "" && !vpcRE.MatchString(p.VpcID) {
+		bad("vpcId %q is not a VPC ID (vpc-...)", p.VpcID)
+	}
+	for _, s := range p.SubnetIDs {
+		if !subnetRE.MatchString(s) {
+			bad("subnetIds: %q is not a subnet ID (subnet-...)", s)
+		}
+	}
+	for _, s := range p.SecurityGroupIDs {
+		if !sgRE.MatchString(s) {
+			bad("securityGroupIds: %q is not a security group ID (sg-...)", s)
+		}
+	}
+	switch {
+	case len(p.SubnetIDs) == 0 && (p.VpcID != "" || len(p.SecurityGroupIDs) > 0):
+		bad("subnetIds is required when vpcId or securityGroupIds is set (the functions are placed in those subnets)")
+	case len(p.SubnetIDs) > 0 && len(p.SecurityGroupIDs) == 0 && p.VpcID == "":
+		bad("with subnetIds, pass securityGroupIds, or vpcId so that the stack creates a security group for the functions")
+	case len(p.SubnetIDs) > 16:
+		bad("subnetIds: Lambda accepts at most 16 subnets, got %d", len(p.SubnetIDs))
+	case len(p.SecurityGroupIDs) > 5:
+		bad("securityGroupIds: Lambda accepts at most 5 security groups, got %d", len(p.SecurityGroupIDs))
+	}
+
+	return errors.Join(errs...)
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,100 @@
+package stack
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestPropsValidation(t *testing.T) {
+	emptyAssets := t.TempDir()
+	partial := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(partial, Provisioner), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(partial, Provisioner, "bootstrap"), []byte("x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct {
+		name   string
+		change func(*Props)
+		want   []string // substrings of the error; none: valid
+	}{
+		{"defaults", func(p *Props) {}, nil},
+		{"missing clusterName", func(p *Props) { p.ClusterName = "" }, []string{"clusterName is required", "-c clusterName="}},
+		{"bad clusterName", func(p *Props) { p.ClusterName = "-bad name" }, []string{`clusterName "-bad name" is not a valid EKS cluster name`}},
+		{"too long clusterName", func(p *Props) { p.ClusterName = strings.Repeat("a", 101) }, []string{"not a valid EKS cluster name"}},
+		{"long clusterName needs nodeRoleName", func(p *Props) { p.ClusterName = strings.Repeat("a", 60) }, []string{"default node role name", "-c nodeRoleName="}},
+		{"long clusterName with nodeRoleName", func(p *Props) { p.ClusterName = strings.Repeat("a", 100); p.NodeRoleName = "nodes" }, nil},
+		{"bad account", func(p *Props) { p.Account = "1234" }, []string{`account "1234" is not a 12-digit`}},
+		{"account without region", func(p *Props) { p.Region = "" }, []string{"account and region must be set together"}},
+		{"env-agnostic", func(p *Props) { p.Account, p.Region = "", "" }, nil},
+		{"bad region", func(p *Props) { p.Region = "Europe" }, []string{`region "Europe"`}},
+		{"no assets", func(p *Props) { p.AssetsDir = emptyAssets }, []string{"provisioner/bootstrap is missing", "make lambdas", "bootstrap/bootstrap is missing"}},
+		{"some assets", func(p *Props) { p.AssetsDir = partial }, []string{"disruption/bootstrap is missing"}},
+		{"bad retention", func(p *Props) { p.LogRetentionDays = 10 }, []string{"logRetentionDays 10", "14, 30"}},
+		{"bad crdHash", func(p *Props) { p.CRDHash = "has space" }, []string{"crdHash"}},
+		{"bad nodeRoleName", func(p *Props) { p.NodeRoleName = "no/slash" }, []string{`nodeRoleName "no/slash"`}},
+		{"subnets need a security group", func(p *Props) { p.SubnetIDs = []string{"subnet-0123456789abcdef0"} }, []string{"pass securityGroupIds, or vpcId"}},
+		{"vpcId needs subnets", func(p *Props) { p.VpcID = "vpc-0123456789abcdef0" }, []string{"subnetIds is required"}},
+		{"bad ids", func(p *Props) {
+			p.VpcID, p.SubnetIDs, p.SecurityGroupIDs = "vpc-x", []string{"subnet"}, []string{"group"}
+		}, []string{`vpcId "vpc-x"`, `subnetIds: "subnet"`, `securityGroupIds: "group"`}},
+		{"vpc ok", func(p *Props) {
+			p.SubnetIDs, p.SecurityGroupIDs = []string{"subnet-0123456789abcdef0"}, []string{"sg-01234567"}
+		}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := defaultProps()
+			c.change(&p)
+			err := p.withDefaults().Validate()
+
+			if len(c.want) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error, want %q", c.want)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// A missing cluster name is reported alone, not with follow-on errors
+// about names derived from it.
+func TestMissingClusterNameAlone(t *testing.T) {
+	p := defaultProps()
+	p.ClusterName = ""
+	err := p.withDefaults().Validate()
+	want := "clusterName is required: pass -c clusterName=<name of the EKS cluster>"
+	if err == nil || err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+}
+
+// NewStack refuses invalid props and defines nothing.
+func TestNewStackRejectsInvalidProps(t *testing.T) {
+	app := newApp()
+	p := defaultProps()
+	p.ClusterName = ""
+	s, err := NewStack(app, "Karpless-bad", p)
+	if err == nil || s != nil {
+		t.Fatalf("NewStack = %v, %v; want an error", s, err)
+	}
+	if !strings.Contains(err.Error(), `karpless stack "Karpless-bad": clusterName is required`) {
+		t.Errorf("error: %v", err)
+	}
+	if n := len(*app.Node().Children()); n != 0 {
+		t.Errorf("app has %d children after a rejected stack", n)
+	}
+}

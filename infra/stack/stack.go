@@ -1,0 +1,549 @@
+// Package stack defines Karpless's AWS side for one EKS cluster as a CDK
+// stack: the four Lambda functions, their schedules, the interruption queue
+// and its EventBridge rules, least-privilege IAM roles, the node role, EKS
+// access entries and the bootstrap custom resource.
+package stack
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseks"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Function sizing.
+//
+// TODO(measure): memory and timeouts are to be set from measurements of the
+// real handlers (init time, peak RSS and duration of a tick on an idle and on
+// a 500-node cluster). Until then: 512 MiB for every controller, which on
+// arm64 also buys a proportional CPU share for the scheduling simulation.
+const (
+	tickMemoryMiB         = 512 // TODO(measure)
+	interruptionMemoryMiB = 512 // TODO(measure)
+	bootstrapMemoryMiB    = 512 // TODO(measure)
+
+	// A tick runs once a minute and may keep a watch window open for most
+	// of it; 70 s lets the last pass finish while the next tick (held back
+	// by reserved concurrency 1 and the Lease) waits.
+	tickTimeout = 70 * time.Second
+	// Interruption: one SQS batch.
+	interruptionTimeout = 60 * time.Second
+	// Bootstrap: applies the CRDs and RBAC, waits for the CRDs to be
+	// established, and answers CloudFormation.
+	bootstrapTimeout = 5 * time.Minute
+)
+
+// Schedules and the interruption queue.
+const (
+	tickRate = time.Minute
+
+	// Karpenter's queue retention: interruption notices are worthless after
+	// a few minutes, and 300 s covers the 2-minute spot warning.
+	queueRetention = 300 * time.Second
+	// At least the function timeout (Lambda refuses less) plus the batching
+	// window and a margin. A message whose handling failed comes back after
+	// this, or sooner if the function shortens it with
+	// ChangeMessageVisibility.
+	queueVisibility = 70 * time.Second
+	dlqRetention    = 14 * 24 * time.Hour
+	maxReceiveCount = 5
+
+	interruptionBatchSize      = 10
+	interruptionBatchingWindow = 1 * time.Second
+
+	// The bootstrap custom resource: CloudFormation gives up waiting for an
+	// answer after this (its default is an hour). Covers one run of the
+	// function plus Lambda's two asynchronous retries.
+	customResourceTimeout = 20 * time.Minute
+)
+
+// Construct IDs of the shared customer managed policies.
+const (
+	ReadPolicyID              = "ControllerReadPolicy"
+	LaunchPolicyID            = "ControllerLaunchPolicy"
+	InstanceProfilePolicyID   = "InstanceProfilePolicy"
+	InstanceProfileGCPolicyID = "InstanceProfileGCPolicy"
+)
+
+// ControllersGroup is the Kubernetes group the controller functions'
+// access entries map to; the bootstrap binds the Karpless ClusterRole to it.
+const ControllersGroup = "karpless:controllers"
+
+// AWS managed policies of the node role (as in Karpenter's template).
+var nodeRoleManagedPolicies = []string{
+	"AmazonEKSWorkerNodePolicy",
+	"AmazonEKS_CNI_Policy",
+	"AmazonEC2ContainerRegistryPullOnly",
+	"AmazonSSMManagedInstanceCore",
+}
+
+// Stack is the synthesized Karpless stack with handles on its main
+// constructs (for tests and for callers that extend it).
+type Stack struct {
+	awscdk.Stack
+	// Props as used, defaults applied.
+	Props Props
+
+	Functions map[string]awslambda.Function
+	Roles     map[string]awsiam.Role
+	LogGroups map[string]awslogs.LogGroup
+	NodeRole  awsiam.IRole
+	// ManagedPolicies are the customer managed policies shared by the
+	// controller functions, by construct ID.
+	ManagedPolicies map[string]awsiam.ManagedPolicy
+
+	Queue           awssqs.Queue
+	DeadLetterQueue awssqs.Queue
+	// InterruptionRules maps a rule's construct ID to the rule.
+	InterruptionRules map[string]awsevents.CfnRule
+	Bootstrap         awscdk.CustomResource
+}
+
+// NewStack validates props and defines the stack. It returns an error, and
+// defines nothing, if props are invalid.
+func NewStack(scope constructs.Construct, id string, props Props) (*Stack, error) {
+	props = props.withDefaults()
+	if err := props.Validate(); err != nil {
+		return nil, fmt.Errorf("karpless stack %q: %w", id, err)
+	}
+
+	stackProps := &awscdk.StackProps{
+		Description: jsii.String(fmt.Sprintf("Karpless (Karpenter as Lambda functions) for EKS cluster %s", props.ClusterName)),
+	}
+	if props.Account != "" {
+		stackProps.Env = &awscdk.Environment{
+			Account: jsii.String(props.Account),
+			Region:  jsii.String(props.Region),
+		}
+	}
+	s := &Stack{
+		Stack:             awscdk.NewStack(scope, jsii.String(id), stackProps),
+		Props:             props,
+		Functions:         map[string]awslambda.Function{},
+		Roles:             map[string]awsiam.Role{},
+		LogGroups:         map[string]awslogs.LogGroup{},
+		ManagedPolicies:   map[string]awsiam.ManagedPolicy{},
+		InterruptionRules: map[string]awsevents.CfnRule{},
+	}
+	awscdk.Tags_Of(s.Stack).Add(jsii.String("karpless:cluster"), jsii.String(props.ClusterName), nil)
+
+	s.defineNodeRole()
+	s.defineQueue()
+	s.defineFunctions()
+	s.defineAccessEntries()
+	s.defineOutputs()
+	addNagSuppressions(s)
+	return s, nil
+}
+
+func (s *Stack) cluster() string { return s.Props.ClusterName }
+
+// defineNodeRole creates (or imports) the role nodes run with.
+func (s *Stack) defineNodeRole() {
+	if s.Props.ImportNodeRole {
+		s.NodeRole = awsiam.Role_FromRoleName(s.Stack, jsii.String("NodeRole"), jsii.String(s.Props.NodeRoleName), nil)
+		return
+	}
+	managed := make([]awsiam.IManagedPolicy, len(nodeRoleManagedPolicies))
+	for i, name := range nodeRoleManagedPolicies {
+		managed[i] = awsiam.ManagedPolicy_FromAwsManagedPolicyName(jsii.String(name))
+	}
+	s.NodeRole = awsiam.NewRole(s.Stack, jsii.String("NodeRole"), &awsiam.RoleProps{
+		RoleName:        jsii.String(s.Props.NodeRoleName),
+		Description:     jsii.String("Role of the nodes Karpless launches for EKS cluster " + s.cluster()),
+		AssumedBy:       awsiam.NewServicePrincipal(jsii.String("ec2.amazonaws.com"), nil),
+		ManagedPolicies: &managed,
+	})
+}
+
+// defineQueue creates the interruption queue, its DLQ, the EventBridge
+// rules feeding it and a queue policy that lets only those rules send.
+func (s *Stack) defineQueue() {
+	s.DeadLetterQueue = awssqs.NewQueue(s.Stack, jsii.String("InterruptionDeadLetterQueue"), &awssqs.QueueProps{
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod: duration(dlqRetention),
+	})
+	s.Queue = awssqs.NewQueue(s.Stack, jsii.String("InterruptionQueue"), &awssqs.QueueProps{
+		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:        jsii.Bool(true),
+		RetentionPeriod:   duration(queueRetention),
+		VisibilityTimeout: duration(queueVisibility),
+		DeadLetterQueue: &awssqs.DeadLetterQueue{
+			Queue:           s.DeadLetterQueue,
+			MaxReceiveCount: jsii.Number(maxReceiveCount),
+		},
+	})
+
+	patterns := []struct {
+		id      string
+		desc    string
+		pattern cond
+	}{
+		{"SpotInterruptionRule", "EC2 Spot Instance Interruption Warning",
+			cond{"source": []string{"aws.ec2"}, "detail-type": []string{"EC2 Spot Instance Interruption Warning"}}},
+		{"RebalanceRule", "EC2 Instance Rebalance Recommendation",
+			cond{"source": []string{"aws.ec2"}, "detail-type": []string{"EC2 Instance Rebalance Recommendation"}}},
+		{"InstanceStateChangeRule", "EC2 Instance State-change Notification",
+			cond{"source": []string{"aws.ec2"}, "detail-type": []string{"EC2 Instance State-change Notification"}}},
+		{"CapacityReservationInterruptionRule", "EC2 Capacity Reservation Instance Interruption Warning",
+			cond{"source": []string{"aws.ec2"}, "detail-type": []string{"EC2 Capacity Reservation Instance Interruption Warning"}}},
+		{"ScheduledChangeRule", "AWS Health scheduled changes of EC2",
+			cond{
+				"source":      []string{"aws.health"},
+				"detail-type": []string{"AWS Health Event"},
+				"detail": cond{
+					"service":           []string{"EC2"},
+					"eventTypeCategory": []string{"scheduledChange"},
+				},
+			}},
+	}
+	ruleARNs := make([]*string, 0, len(patterns))
+	for _, p := range patterns {
+		rule := awsevents.NewCfnRule(s.Stack, jsii.String(p.id), &awsevents.CfnRuleProps{
+			Description:  jsii.String(fmt.Sprintf("Karpless %s: %s to the interruption queue", s.cluster(), p.desc)),
+			EventPattern: p.pattern,
+			State:        jsii.String("ENABLED"),
+			Targets: &[]*awsevents.CfnRule_TargetProperty{{
+				Id:  jsii.String("InterruptionQueue"),
+				Arn: s.Queue.QueueArn(),
+			}},
+		})
+		s.InterruptionRules[p.id] = rule
+		ruleARNs = append(ruleARNs, rule.AttrArn())
+	}
+
+	// EventBridge may send, from these rules only ...
+	s.Queue.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("AllowEventBridgeRules"),
+		Effect:     awsiam.Effect_ALLOW,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewServicePrincipal(jsii.String("events.amazonaws.com"), nil)},
+		Actions:    jsii.Strings("sqs:SendMessage"),
+		Resources:  &[]*string{s.Queue.QueueArn()},
+		Conditions: &cond{"ArnEquals": cond{"aws:SourceArn": &ruleARNs}},
+	}))
+	// ... and nobody else, even with sqs:SendMessage in an identity policy.
+	s.Queue.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("DenySendExceptFromEventBridgeRules"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings("sqs:SendMessage"),
+		Resources:  &[]*string{s.Queue.QueueArn()},
+		Conditions: &cond{"ArnNotEquals": cond{"aws:SourceArn": &ruleARNs}},
+	}))
+}
+
+// function describes one Lambda function.
+type function struct {
+	name        string
+	id          string // construct ID prefix
+	description string
+	memoryMiB   int
+	timeout     time.Duration
+	// reserved concurrency; 0 leaves it unreserved.
+	reserved int
+	env      map[string]*string
+	// managed: customer managed policies shared between functions.
+	managed []awsiam.ManagedPolicy
+	// inline: statements only this function needs.
+	inline []awsiam.PolicyStatement
+	// tick: invoked asynchronously by a schedule.
+	tick bool
+}
+
+func (s *Stack) defineFunctions() {
+	cluster := s.cluster()
+	nodeRoleARN := s.NodeRole.RoleArn()
+
+	policy := func(id, desc string, stmts []awsiam.PolicyStatement) awsiam.ManagedPolicy {
+		mp := awsiam.NewManagedPolicy(s.Stack, jsii.String(id), &awsiam.ManagedPolicyProps{
+			Description: jsii.String(fmt.Sprintf("Karpless %s: %s", cluster, desc)),
+			Statements:  &stmts,
+		})
+		s.ManagedPolicies[id] = mp
+		return mp
+	}
+	read := policy(ReadPolicyID, "discovery reads of the controller functions", readStatements(cluster))
+	launch := policy(LaunchPolicyID, "launch, tag and roll back this cluster's capacity", launchStatements(cluster, nodeRoleARN))
+	profiles := policy(InstanceProfilePolicyID, "create and fill this cluster's instance profiles", instanceProfileStatements(cluster))
+	profilesGC := policy(InstanceProfileGCPolicyID, "garbage-collect this cluster's instance profiles", instanceProfileGCStatements(cluster))
+
+	clusterEnv := jsii.String(cluster)
+	nodeRoleEnv := jsii.String(s.Props.NodeRoleName)
+	fns := []function{
+		{
+			name: Provisioner, id: "Provisioner", tick: true,
+			description: "Karpless provisioner: pending pods to NodeClaims to EC2 capacity",
+			memoryMiB:   tickMemoryMiB, timeout: tickTimeout, reserved: 1,
+			env:     map[string]*string{"CLUSTER_NAME": clusterEnv, "NODE_ROLE_NAME": nodeRoleEnv},
+			managed: []awsiam.ManagedPolicy{read, launch, profiles},
+		},
+		{
+			name: Disruption, id: "Disruption", tick: true,
+			description: "Karpless disruption: expiry, drift, consolidation, termination, garbage collection",
+			memoryMiB:   tickMemoryMiB, timeout: tickTimeout, reserved: 1,
+			env:     map[string]*string{"CLUSTER_NAME": clusterEnv, "NODE_ROLE_NAME": nodeRoleEnv},
+			managed: []awsiam.ManagedPolicy{read, launch, profiles, profilesGC},
+		},
+		{
+			name: Interruption, id: "Interruption",
+			description: "Karpless interruption: spot, rebalance, state-change and health events",
+			memoryMiB:   interruptionMemoryMiB, timeout: interruptionTimeout,
+			env: map[string]*string{
+				"CLUSTER_NAME":           clusterEnv,
+				"NODE_ROLE_NAME":         nodeRoleEnv,
+				"INTERRUPTION_QUEUE_URL": s.Queue.QueueUrl(),
+			},
+			managed: []awsiam.ManagedPolicy{read, launch},
+			inline:  []awsiam.PolicyStatement{queueConsumerStatement(s.Queue.QueueArn())},
+		},
+		{
+			name: Bootstrap, id: "Bootstrap",
+			description: "Karpless bootstrap: installs CRDs, RBAC and defaults (CloudFormation custom resource)",
+			memoryMiB:   bootstrapMemoryMiB, timeout: bootstrapTimeout,
+			env:    map[string]*string{"CLUSTER_NAME": clusterEnv},
+			inline: []awsiam.PolicyStatement{describeClusterStatement(cluster)},
+		},
+	}
+
+	var vpc *awslambda.CfnFunction_VpcConfigProperty
+	if s.Props.InVPC() {
+		vpc = s.vpcConfig()
+	}
+
+	for _, f := range fns {
+		s.defineFunction(f, vpc)
+	}
+
+	// Schedules: one tick a minute each. Throttled or failed ticks are not
+	// retried (the next tick takes over) and are dropped after a minute.
+	for _, name := range []string{Provisioner, Disruption} {
+		fn := s.Functions[name]
+		awsevents.NewRule(s.Stack, jsii.String(titleID(name)+"Schedule"), &awsevents.RuleProps{
+			Description: jsii.String(fmt.Sprintf("Karpless %s: %s tick", cluster, name)),
+			Schedule:    awsevents.Schedule_Rate(duration(tickRate)),
+			Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fn, &awseventstargets.LambdaFunctionProps{
+				RetryAttempts: jsii.Number(0),
+				MaxEventAge:   duration(time.Minute),
+			})},
+		})
+	}
+
+	// Interruption: SQS event source with partial batch responses. The
+	// mapping needs the SQS permissions in place when it is created.
+	esm := awslambda.NewEventSourceMapping(s.Stack, jsii.String("InterruptionEventSource"), &awslambda.EventSourceMappingProps{
+		Target:                  s.Functions[Interruption],
+		EventSourceArn:          s.Queue.QueueArn(),
+		BatchSize:               jsii.Number(interruptionBatchSize),
+		MaxBatchingWindow:       duration(interruptionBatchingWindow),
+		ReportBatchItemFailures: jsii.Bool(true),
+	})
+	esm.Node().AddDependency(s.Roles[Interruption])
+
+	s.defineBootstrap()
+}
+
+// vpcConfig returns the functions' VPC placement, creating a security group
+// (outbound HTTPS only) when none is given.
+func (s *Stack) vpcConfig() *awslambda.CfnFunction_VpcConfigProperty {
+	sgs := jsii.Strings(s.Props.SecurityGroupIDs...)
+	if len(s.Props.SecurityGroupIDs) == 0 {
+		sg := awsec2.NewCfnSecurityGroup(s.Stack, jsii.String("FunctionsSecurityGroup"), &awsec2.CfnSecurityGroupProps{
+			GroupDescription: jsii.String("Karpless functions of " + s.cluster() + ": HTTPS to the EKS and AWS APIs"),
+			VpcId:            jsii.String(s.Props.VpcID),
+			SecurityGroupEgress: &[]*awsec2.CfnSecurityGroup_EgressProperty{{
+				Description: jsii.String("HTTPS to the Kubernetes API and AWS endpoints"),
+				IpProtocol:  jsii.String("tcp"),
+				FromPort:    jsii.Number(443),
+				ToPort:      jsii.Number(443),
+				CidrIp:      jsii.String("0.0.0.0/0"),
+			}},
+		})
+		sgs = &[]*string{sg.AttrGroupId()}
+	}
+	return &awslambda.CfnFunction_VpcConfigProperty{
+		SubnetIds:        jsii.Strings(s.Props.SubnetIDs...),
+		SecurityGroupIds: sgs,
+	}
+}
+
+func (s *Stack) defineFunction(f function, vpc *awslambda.CfnFunction_VpcConfigProperty) {
+	id := f.id
+	logGroup := awslogs.NewLogGroup(s.Stack, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
+		Retention:     retention(s.Props.LogRetentionDays),
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	s.LogGroups[f.name] = logGroup
+
+	role := awsiam.NewRole(s.Stack, jsii.String(id+"Role"), &awsiam.RoleProps{
+		Description: jsii.String(fmt.Sprintf("Karpless %s function of EKS cluster %s", f.name, s.cluster())),
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+	})
+	for _, mp := range f.managed {
+		role.AddManagedPolicy(mp)
+	}
+	if vpc != nil {
+		// Lambda creates the functions' network interfaces with the
+		// execution role; this AWS managed policy is the documented grant
+		// (ENI create/describe/delete and private IP (un)assignment).
+		role.AddManagedPolicy(awsiam.ManagedPolicy_FromAwsManagedPolicyName(jsii.String("service-role/AWSLambdaVPCAccessExecutionRole")))
+	}
+	role.AddToPrincipalPolicy(logStatement(logGroup.LogGroupArn()))
+	for _, st := range f.inline {
+		role.AddToPrincipalPolicy(st)
+	}
+	s.Roles[f.name] = role
+
+	env := map[string]*string{}
+	for k, v := range f.env {
+		env[k] = v
+	}
+	props := &awslambda.FunctionProps{
+		Description:  jsii.String(f.description),
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		Code:         awslambda.Code_FromAsset(jsii.String(filepath.Join(s.Props.AssetsDir, f.name)), nil),
+		Role:         role,
+		LogGroup:     logGroup,
+		MemorySize:   jsii.Number(f.memoryMiB),
+		Timeout:      duration(f.timeout),
+		Environment:  &env,
+	}
+	if f.reserved > 0 {
+		props.ReservedConcurrentExecutions = jsii.Number(f.reserved)
+	}
+	if f.tick {
+		props.RetryAttempts = jsii.Number(0)
+		props.MaxEventAge = duration(time.Minute)
+	}
+	fn := awslambda.NewFunction(s.Stack, jsii.String(id+"Function"), props)
+	if vpc != nil {
+		fn.Node().DefaultChild().(awslambda.CfnFunction).SetVpcConfig(vpc)
+	}
+	s.Functions[f.name] = fn
+}
+
+// defineBootstrap adds the custom resource the bootstrap function answers.
+// A plain Lambda-backed custom resource: the Go function replies to
+// CloudFormation itself (aws-lambda-go's cfn package), so no Provider
+// framework and no Node.js function.
+func (s *Stack) defineBootstrap() {
+	s.Bootstrap = awscdk.NewCustomResource(s.Stack, jsii.String("Bootstrap"), &awscdk.CustomResourceProps{
+		ServiceToken:   s.Functions[Bootstrap].FunctionArn(),
+		ServiceTimeout: duration(customResourceTimeout),
+		Properties: &map[string]interface{}{
+			"ClusterName":               s.cluster(),
+			"NodeRoleName":              s.Props.NodeRoleName,
+			"InstallDefaultNodePool":    fmt.Sprint(s.Props.InstallDefaultNodePool),
+			"RemoveUserObjectsOnDelete": fmt.Sprint(s.Props.RemoveUserObjectsOnDelete),
+			"CRDHash":                   s.Props.CRDHash,
+			"ControllersGroup":          ControllersGroup,
+		},
+	})
+	// CDK renders ServiceTimeout as a string; CloudFormation's schema says
+	// integer.
+	s.Bootstrap.Node().DefaultChild().(awscdk.CfnResource).AddPropertyOverride(
+		jsii.String("ServiceTimeout"), jsii.Number(customResourceTimeout.Seconds()))
+}
+
+// defineAccessEntries maps the functions' roles (and the node role) into
+// the cluster through EKS access entries, without aws-auth.
+func (s *Stack) defineAccessEntries() {
+	cluster := jsii.String(s.cluster())
+	for _, name := range []string{Provisioner, Disruption, Interruption} {
+		awseks.NewCfnAccessEntry(s.Stack, jsii.String(titleID(name)+"AccessEntry"), &awseks.CfnAccessEntryProps{
+			ClusterName:      cluster,
+			PrincipalArn:     s.Roles[name].RoleArn(),
+			Type:             jsii.String("STANDARD"),
+			Username:         jsii.String("karpless:" + name),
+			KubernetesGroups: jsii.Strings(ControllersGroup),
+		})
+	}
+
+	// The bootstrap function installs CRDs and RBAC: cluster admin, through
+	// an access policy bound to a role only that function assumes.
+	bootstrapEntry := awseks.NewCfnAccessEntry(s.Stack, jsii.String("BootstrapAccessEntry"), &awseks.CfnAccessEntryProps{
+		ClusterName:  cluster,
+		PrincipalArn: s.Roles[Bootstrap].RoleArn(),
+		Type:         jsii.String("STANDARD"),
+		Username:     jsii.String("karpless:bootstrap"),
+		AccessPolicies: &[]*awseks.CfnAccessEntry_AccessPolicyProperty{{
+			PolicyArn:   sub("arn:${AWS::Partition}:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"),
+			AccessScope: &awseks.CfnAccessEntry_AccessScopeProperty{Type: jsii.String("cluster")},
+		}},
+	})
+	// The custom resource runs with that access, and on stack deletion
+	// runs (its Delete) before the access goes away.
+	s.Bootstrap.Node().AddDependency(bootstrapEntry)
+
+	if !s.Props.SkipNodeAccessEntry {
+		nodeEntry := awseks.NewCfnAccessEntry(s.Stack, jsii.String("NodeAccessEntry"), &awseks.CfnAccessEntryProps{
+			ClusterName:  cluster,
+			PrincipalArn: s.NodeRole.RoleArn(),
+			Type:         jsii.String("EC2_LINUX"),
+		})
+		// Nodes of a default NodePool can join as soon as it exists.
+		s.Bootstrap.Node().AddDependency(nodeEntry)
+	}
+}
+
+func (s *Stack) defineOutputs() {
+	out := func(id string, value *string, desc string) {
+		awscdk.NewCfnOutput(s.Stack, jsii.String(id), &awscdk.CfnOutputProps{Value: value, Description: jsii.String(desc)})
+	}
+	out("InterruptionQueueUrl", s.Queue.QueueUrl(), "URL of the interruption queue")
+	out("InterruptionQueueName", s.Queue.QueueName(), "name of the interruption queue")
+	out("NodeRoleName", jsii.String(s.Props.NodeRoleName), "IAM role for EC2NodeClass spec.role")
+	names := make([]string, 0, len(s.Functions))
+	for name := range s.Functions {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		out(titleID(name)+"FunctionName", s.Functions[name].FunctionName(), "Lambda function "+name)
+	}
+}
+
+func titleID(name string) string {
+	if name == "" {
+		return ""
+	}
+	return string(name[0]-'a'+'A') + name[1:]
+}
+
+func duration(d time.Duration) awscdk.Duration {
+	if d%time.Minute == 0 {
+		return awscdk.Duration_Minutes(jsii.Number(d.Minutes()))
+	}
+	return awscdk.Duration_Seconds(jsii.Number(d.Seconds()))
+}
+
+// retention maps a validated number of days to CDK's enum.
+func retention(days int) awslogs.RetentionDays {
+	return map[int]awslogs.RetentionDays{
+		1: awslogs.RetentionDays_ONE_DAY, 3: awslogs.RetentionDays_THREE_DAYS,
+		5: awslogs.RetentionDays_FIVE_DAYS, 7: awslogs.RetentionDays_ONE_WEEK,
+		14: awslogs.RetentionDays_TWO_WEEKS, 30: awslogs.RetentionDays_ONE_MONTH,
+		60: awslogs.RetentionDays_TWO_MONTHS, 90: awslogs.RetentionDays_THREE_MONTHS,
+		120: awslogs.RetentionDays_FOUR_MONTHS, 150: awslogs.RetentionDays_FIVE_MONTHS,
+		180: awslogs.RetentionDays_SIX_MONTHS, 365: awslogs.RetentionDays_ONE_YEAR,
+		400: awslogs.RetentionDays_THIRTEEN_MONTHS, 545: awslogs.RetentionDays_EIGHTEEN_MONTHS,
+		731: awslogs.RetentionDays_TWO_YEARS, 1096: awslogs.RetentionDays_THREE_YEARS,
+		1827: awslogs.RetentionDays_FIVE_YEARS, 2192: awslogs.RetentionDays_SIX_YEARS,
+		2557: awslogs.RetentionDays_SEVEN_YEARS, 2922: awslogs.RetentionDays_EIGHT_YEARS,
+		3288: awslogs.RetentionDays_NINE_YEARS, 3653: awslogs.RetentionDays_TEN_YEARS,
+	}[days]
+}

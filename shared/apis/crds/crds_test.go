@@ -1,0 +1,116 @@
+package crds
+
+import (
+	"sort"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+)
+
+// fieldPaths lists every named property below .spec and .status, folding
+// array items and map values into their parent, which is how the Karpenter
+// v1.14 inventory counts them.
+func fieldPaths(s *apiextensionsv1.JSONSchemaProps, prefix string, out *[]string) {
+	if s == nil {
+		return
+	}
+	for name, p := range s.Properties {
+		path := prefix + "." + name
+		*out = append(*out, path)
+		fieldPaths(&p, path, out)
+	}
+	if s.Items != nil && s.Items.Schema != nil {
+		fieldPaths(s.Items.Schema, prefix+"[]", out)
+	}
+	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
+		fieldPaths(s.AdditionalProperties.Schema, prefix, out)
+	}
+}
+
+func celRules(s *apiextensionsv1.JSONSchemaProps) int {
+	if s == nil {
+		return 0
+	}
+	n := len(s.XValidations)
+	for _, p := range s.Properties {
+		n += celRules(&p)
+	}
+	if s.Items != nil {
+		n += celRules(s.Items.Schema)
+	}
+	if s.AdditionalProperties != nil {
+		n += celRules(s.AdditionalProperties.Schema)
+	}
+	return n
+}
+
+// TestCRDsMatchKarpenterV1 checks the generated CRDs against the counts of
+// Karpenter v1.14.1's CRDs: field paths, CEL rules, printer columns, names.
+func TestCRDsMatchKarpenterV1(t *testing.T) {
+	all, err := All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		spec, status, rules, columns int
+		shortNames                   []string
+		scale                        bool
+	}{
+		"nodepools.karpenter.sh":           {37, 10, 20, 7, nil, true},
+		"nodeclaims.karpenter.sh":          {23, 13, 10, 11, nil, false},
+		"ec2nodeclasses.karpenter.k8s.aws": {73, 33, 54, 3, []string{"ec2nc", "ec2ncs"}, false},
+	}
+	if len(all) != len(want) {
+		t.Fatalf("got %d CRDs, want %d", len(all), len(want))
+	}
+	total := 0
+	for _, crd := range all {
+		w, ok := want[crd.Name]
+		if !ok {
+			t.Errorf("unexpected CRD %s", crd.Name)
+			continue
+		}
+		if len(crd.Spec.Versions) != 1 || crd.Spec.Versions[0].Name != "v1" || !crd.Spec.Versions[0].Served || !crd.Spec.Versions[0].Storage {
+			t.Errorf("%s: want exactly one served storage version v1", crd.Name)
+			continue
+		}
+		if crd.Spec.Scope != apiextensionsv1.ClusterScoped {
+			t.Errorf("%s: scope %s", crd.Name, crd.Spec.Scope)
+		}
+		if got := crd.Spec.Names.Categories; len(got) != 1 || got[0] != "karpenter" {
+			t.Errorf("%s: categories %v", crd.Name, got)
+		}
+		if strings.Join(crd.Spec.Names.ShortNames, ",") != strings.Join(w.shortNames, ",") {
+			t.Errorf("%s: short names %v, want %v", crd.Name, crd.Spec.Names.ShortNames, w.shortNames)
+		}
+		v := crd.Spec.Versions[0]
+		if v.Subresources == nil || v.Subresources.Status == nil {
+			t.Errorf("%s: no status subresource", crd.Name)
+		}
+		if (v.Subresources != nil && v.Subresources.Scale != nil) != w.scale {
+			t.Errorf("%s: scale subresource present=%v, want %v", crd.Name, !w.scale, w.scale)
+		}
+		root := v.Schema.OpenAPIV3Schema
+		var spec, status []string
+		s := root.Properties["spec"]
+		fieldPaths(&s, ".spec", &spec)
+		st := root.Properties["status"]
+		fieldPaths(&st, ".status", &status)
+		sort.Strings(spec)
+		sort.Strings(status)
+		if len(spec) != w.spec || len(status) != w.status {
+			t.Errorf("%s: %d spec + %d status field paths, Karpenter v1.14 has %d + %d\nspec: %v\nstatus: %v", crd.Name, len(spec), len(status), w.spec, w.status, spec, status)
+		}
+		total += len(spec) + len(status)
+		if got := celRules(root); got != w.rules {
+			t.Errorf("%s: %d CEL rules, Karpenter v1.14 has %d", crd.Name, got, w.rules)
+		}
+		if got := len(v.AdditionalPrinterColumns); got != w.columns {
+			t.Errorf("%s: %d printer columns, want %d", crd.Name, got, w.columns)
+		}
+	}
+	if total != 189 {
+		t.Errorf("%d field paths in all, Karpenter v1.14 has 189", total)
+	}
+}

@@ -4,6 +4,9 @@ package kube
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -47,11 +50,46 @@ type Clients struct {
 	EC2NodeClasses EC2NodeClasses
 	APIExtensions  apiextensionsclient.Interface
 	Config         *rest.Config
+	// Read counts response bytes, to report what a snapshot costs.
+	Read *ByteCounter
+}
+
+// ByteCounter counts bytes read from the API server.
+type ByteCounter struct{ n atomic.Int64 }
+
+// Total is the number of response bytes read so far.
+func (c *ByteCounter) Total() int64 { return c.n.Load() }
+
+type countingTransport struct {
+	next    http.RoundTripper
+	counter *ByteCounter
+}
+
+func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if resp != nil && resp.Body != nil {
+		resp.Body = &countingBody{ReadCloser: resp.Body, counter: t.counter}
+	}
+	return resp, err
+}
+
+type countingBody struct {
+	io.ReadCloser
+	counter *ByteCounter
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.counter.n.Add(int64(n))
+	return n, err
 }
 
 // NewClients builds the clients for one cluster. The clients are safe to
 // share across invocations of a warm Lambda container.
 func NewClients(cfg *rest.Config) (*Clients, error) {
+	counter := &ByteCounter{}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{next: rt, counter: counter} })
 	core := rest.CopyConfig(cfg)
 	core.ContentType = "application/vnd.kubernetes.protobuf"
 	core.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
@@ -77,6 +115,7 @@ func NewClients(cfg *rest.Config) (*Clients, error) {
 	return &Clients{
 		Core:   coreClient,
 		Config: cfg,
+		Read:   counter,
 		NodePools: gentype.NewClientWithList("nodepools", karpREST, params, "",
 			func() *karpv1.NodePool { return &karpv1.NodePool{} },
 			func() *karpv1.NodePoolList { return &karpv1.NodePoolList{} }),

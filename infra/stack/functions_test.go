@@ -1,6 +1,10 @@
 package stack
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
@@ -168,9 +172,33 @@ func TestBootstrapCustomResource(t *testing.T) {
 				"InstallDefaultNodePool":    "false",
 				"RemoveUserObjectsOnDelete": "false",
 				"CRDHash":                   "dev",
+				"BootstrapSHA256":           bootstrapSHA256(t),
 				"ControllersGroup":          "karpless:controllers",
 			},
 			"DependsOn": assertions.Match_ArrayWith(&[]interface{}{"BootstrapAccessEntry", "NodeAccessEntry"}),
+		})
+	})
+
+	// A new bootstrap binary changes BootstrapSHA256 (an Update).
+	other := t.TempDir()
+	for _, fn := range FunctionNames {
+		if err := os.MkdirAll(filepath.Join(other, fn), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(other, fn, "bootstrap"), []byte("new "+fn), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p0 := defaultProps()
+	p0.AssetsDir = other
+	_, tm0, _, err := synth(p0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("new bootstrap"))
+	check(t, "binary hash", func() {
+		tm0.HasResourceProperties(jsii.String("AWS::CloudFormation::CustomResource"), &map[string]interface{}{
+			"BootstrapSHA256": hex.EncodeToString(sum[:]),
 		})
 	})
 
@@ -188,4 +216,14 @@ func TestBootstrapCustomResource(t *testing.T) {
 			"CRDHash":                "sha256-abc",
 		})
 	})
+}
+
+func bootstrapSHA256(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(assetsDir, Bootstrap, "bootstrap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

@@ -5,7 +5,11 @@
 package stack
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"sort"
 	"time"
@@ -141,7 +145,9 @@ func NewStack(scope constructs.Construct, id string, props Props) (*Stack, error
 
 	s.defineNodeRole()
 	s.defineQueue()
-	s.defineFunctions()
+	if err := s.defineFunctions(); err != nil {
+		return nil, fmt.Errorf("karpless stack %q: %w", id, err)
+	}
 	s.defineAccessEntries()
 	s.defineOutputs()
 	addNagSuppressions(s)
@@ -263,7 +269,7 @@ type function struct {
 	tick bool
 }
 
-func (s *Stack) defineFunctions() {
+func (s *Stack) defineFunctions() error {
 	cluster := s.cluster()
 	nodeRoleARN := s.NodeRole.RoleArn()
 
@@ -352,7 +358,7 @@ func (s *Stack) defineFunctions() {
 	})
 	esm.Node().AddDependency(s.Roles[Interruption])
 
-	s.defineBootstrap()
+	return s.defineBootstrap()
 }
 
 // vpcConfig returns the functions' VPC placement, creating a security group
@@ -440,7 +446,14 @@ func (s *Stack) defineFunction(f function, vpc *awslambda.CfnFunction_VpcConfigP
 // A plain Lambda-backed custom resource: the Go function replies to
 // CloudFormation itself (aws-lambda-go's cfn package), so no Provider
 // framework and no Node.js function.
-func (s *Stack) defineBootstrap() {
+func (s *Stack) defineBootstrap() error {
+	// Any new bootstrap binary (new CRDs, RBAC or defaults embedded in it)
+	// changes this property, so CloudFormation sends an Update and the
+	// function re-applies everything, even when crdHash was not bumped.
+	binary, err := fileSHA256(filepath.Join(s.Props.AssetsDir, Bootstrap, "bootstrap"))
+	if err != nil {
+		return err
+	}
 	s.Bootstrap = awscdk.NewCustomResource(s.Stack, jsii.String("Bootstrap"), &awscdk.CustomResourceProps{
 		ServiceToken:   s.Functions[Bootstrap].FunctionArn(),
 		ServiceTimeout: duration(customResourceTimeout),
@@ -450,6 +463,7 @@ func (s *Stack) defineBootstrap() {
 			"InstallDefaultNodePool":    fmt.Sprint(s.Props.InstallDefaultNodePool),
 			"RemoveUserObjectsOnDelete": fmt.Sprint(s.Props.RemoveUserObjectsOnDelete),
 			"CRDHash":                   s.Props.CRDHash,
+			"BootstrapSHA256":           binary,
 			"ControllersGroup":          ControllersGroup,
 		},
 	})
@@ -457,6 +471,20 @@ func (s *Stack) defineBootstrap() {
 	// integer.
 	s.Bootstrap.Node().DefaultChild().(awscdk.CfnResource).AddPropertyOverride(
 		jsii.String("ServiceTimeout"), jsii.Number(customResourceTimeout.Seconds()))
+	return nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("hashing %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // defineAccessEntries maps the functions' roles (and the node role) into

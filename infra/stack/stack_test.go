@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -85,14 +84,17 @@ var appSeq int
 func newApp() awscdk.App {
 	appSeq++
 	ctx := map[string]interface{}{}
-	_, file, _, _ := runtime.Caller(0)
-	if raw, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "cdk.json")); err == nil {
+	// go test runs in the package's folder: the repository root is two up.
+	if raw, err := os.ReadFile(filepath.Join("..", "..", "cdk.json")); err == nil {
 		var cfg struct {
 			Context map[string]interface{} `json:"context"`
 		}
 		if json.Unmarshal(raw, &cfg) == nil {
 			ctx = cfg.Context
 		}
+	}
+	if ctx["@aws-cdk/aws-iam:minimizePolicies"] != true {
+		panic("tests must run with cdk.json's context (feature flags); ../../cdk.json not found or incomplete")
 	}
 	return awscdk.NewApp(&awscdk.AppProps{
 		Outdir:  jsii.String(filepath.Join(scratch, fmt.Sprintf("cdk.out.%d", appSeq))),

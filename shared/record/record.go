@@ -1,0 +1,246 @@
+// Package record publishes what a tick decided: Kubernetes Events on the
+// objects involved, CloudWatch EMF metrics under Karpenter's names, JSON logs.
+package record
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/clock"
+)
+
+// Component is the Events' source.
+const Component = "karpless"
+
+// NewLogger returns the JSON logger every function uses (stable keys).
+func NewLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// Object identifies what an Event is about.
+type Object struct {
+	Kind, APIVersion, Namespace, Name string
+	UID                               types.UID
+}
+
+// ObjectOf describes a Kubernetes object for an Event.
+func ObjectOf(gvk schema.GroupVersionKind, m metav1.Object) Object {
+	return Object{Kind: gvk.Kind, APIVersion: gvk.GroupVersion().String(), Namespace: m.GetNamespace(), Name: m.GetName(), UID: m.GetUID()}
+}
+
+// Recorder writes Events synchronously: a Lambda may be frozen the moment it
+// returns, so nothing is left in a background queue. Repeats of the same
+// event in one invocation are folded into one with a count.
+type Recorder struct {
+	client corev1client.EventsGetter
+	// ns receives Events about cluster-scoped objects.
+	ns    string
+	clock clock.PassiveClock
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	pending map[string]*corev1.Event
+	order   []string
+}
+
+// NewRecorder writes Events through client; events about cluster-scoped
+// objects go to namespace ns ("default" if empty).
+func NewRecorder(client corev1client.EventsGetter, ns string, clk clock.PassiveClock, log *slog.Logger) *Recorder {
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	return &Recorder{client: client, ns: ns, clock: clk, log: log, pending: map[string]*corev1.Event{}}
+}
+
+// Normal records an informational event.
+func (r *Recorder) Normal(o Object, reason, format string, args ...any) {
+	r.add(o, corev1.EventTypeNormal, reason, fmt.Sprintf(format, args...))
+}
+
+// Warning records a warning event.
+func (r *Recorder) Warning(o Object, reason, format string, args ...any) {
+	r.add(o, corev1.EventTypeWarning, reason, fmt.Sprintf(format, args...))
+}
+
+func (r *Recorder) add(o Object, typ, reason, msg string) {
+	if r == nil {
+		return
+	}
+	key := strings.Join([]string{string(o.UID), o.Kind, o.Namespace, o.Name, typ, reason, msg}, "\x00")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.pending[key]; ok {
+		e.Count++
+		return
+	}
+	ns := o.Namespace
+	if ns == "" {
+		ns = r.ns
+	}
+	now := metav1.NewTime(r.clock.Now())
+	r.pending[key] = &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: strings.ToLower(o.Name) + ".", Namespace: ns},
+		InvolvedObject: corev1.ObjectReference{
+			Kind: o.Kind, APIVersion: o.APIVersion, Namespace: o.Namespace, Name: o.Name, UID: o.UID,
+		},
+		Reason: reason, Message: truncate(msg, 1024), Type: typ, Count: 1,
+		FirstTimestamp: now, LastTimestamp: now,
+		Source: corev1.EventSource{Component: Component}, ReportingController: Component, ReportingInstance: Component,
+	}
+	r.order = append(r.order, key)
+}
+
+// Flush writes the events gathered so far. A failed write is logged, not
+// returned: Events are best-effort and must never fail a tick.
+func (r *Recorder) Flush(ctx context.Context) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	events, order := r.pending, r.order
+	r.pending, r.order = map[string]*corev1.Event{}, nil
+	r.mu.Unlock()
+	for _, k := range order {
+		e := events[k]
+		if _, err := r.client.Events(e.Namespace).Create(ctx, e, metav1.CreateOptions{}); err != nil && r.log != nil {
+			r.log.Warn("writing event", "reason", e.Reason, "object", e.InvolvedObject.Name, "error", err)
+		}
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// Metrics gathers CloudWatch EMF metrics for one invocation and writes them
+// as one log line per dimension set when flushed.
+type Metrics struct {
+	namespace string
+	mu        sync.Mutex
+	points    map[string]*point
+}
+
+type point struct {
+	name   string
+	unit   string
+	dims   map[string]string
+	values []float64
+	sum    bool
+}
+
+// NewMetrics gathers metrics under a CloudWatch namespace (e.g. "Karpless").
+func NewMetrics(namespace string) *Metrics {
+	return &Metrics{namespace: namespace, points: map[string]*point{}}
+}
+
+// Count adds to a counter (summed within the invocation).
+func (m *Metrics) Count(name string, v float64, dims map[string]string) {
+	m.put(name, "Count", v, dims, true)
+}
+
+// Observe records a distribution value, e.g. a duration in seconds.
+func (m *Metrics) Observe(name, unit string, v float64, dims map[string]string) {
+	m.put(name, unit, v, dims, false)
+}
+
+// Gauge records the latest value.
+func (m *Metrics) Gauge(name string, v float64, dims map[string]string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := key(name, dims)
+	m.points[k] = &point{name: name, unit: "None", dims: dims, values: []float64{v}}
+}
+
+func (m *Metrics) put(name, unit string, v float64, dims map[string]string, sum bool) {
+	if m == nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := key(name, dims)
+	p, ok := m.points[k]
+	if !ok {
+		p = &point{name: name, unit: unit, dims: dims, sum: sum}
+		m.points[k] = p
+	}
+	if sum && len(p.values) == 1 {
+		p.values[0] += v
+		return
+	}
+	p.values = append(p.values, v)
+}
+
+func key(name string, dims map[string]string) string {
+	ks := make([]string, 0, len(dims))
+	for k, v := range dims {
+		ks = append(ks, k+"="+v)
+	}
+	sort.Strings(ks)
+	return name + "|" + strings.Join(ks, ",")
+}
+
+// Flush writes one EMF document per metric and dimension set to w.
+func (m *Metrics) Flush(w io.Writer, timestampMillis int64) error {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	points := m.points
+	m.points = map[string]*point{}
+	m.mu.Unlock()
+	keys := make([]string, 0, len(points))
+	for k := range points {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		p := points[k]
+		dimNames := make([]string, 0, len(p.dims))
+		doc := map[string]any{}
+		for d, v := range p.dims {
+			dimNames = append(dimNames, d)
+			doc[d] = v
+		}
+		sort.Strings(dimNames)
+		doc["_aws"] = map[string]any{
+			"Timestamp": timestampMillis,
+			"CloudWatchMetrics": []any{map[string]any{
+				"Namespace":  m.namespace,
+				"Dimensions": [][]string{dimNames},
+				"Metrics":    []any{map[string]string{"Name": p.name, "Unit": p.unit}},
+			}},
+		}
+		if len(p.values) == 1 {
+			doc[p.name] = p.values[0]
+		} else {
+			doc[p.name] = p.values
+		}
+		b, err := json.Marshal(doc)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(append(b, '\n')); err != nil {
+			return err
+		}
+	}
+	return nil
+}

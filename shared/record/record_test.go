@@ -1,0 +1,66 @@
+package record
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func TestRecorderFoldsRepeatsAndPlacesClusterScopedEvents(t *testing.T) {
+	client := fake.NewClientset()
+	r := NewRecorder(client.CoreV1(), "kube-system", clocktesting.NewFakeClock(time.Now()), nil)
+	claim := Object{Kind: "NodeClaim", APIVersion: "karpenter.sh/v1", Name: "default-abc", UID: "u1"}
+	pod := Object{Kind: "Pod", APIVersion: "v1", Namespace: "shop", Name: "web-1", UID: "u2"}
+	r.Normal(claim, "Launched", "launched %s", "i-1")
+	r.Normal(claim, "Launched", "launched %s", "i-1")
+	r.Warning(pod, "FailedScheduling", "no NodePool tolerates taint %s", "x")
+	r.Flush(context.Background())
+	sys, _ := client.CoreV1().Events("kube-system").List(context.Background(), metav1.ListOptions{})
+	shop, _ := client.CoreV1().Events("shop").List(context.Background(), metav1.ListOptions{})
+	if len(sys.Items) != 1 || sys.Items[0].Count != 2 || sys.Items[0].InvolvedObject.Name != "default-abc" {
+		t.Fatalf("cluster-scoped events: %+v", sys.Items)
+	}
+	if len(shop.Items) != 1 || shop.Items[0].Type != "Warning" || !strings.Contains(shop.Items[0].Message, "taint x") {
+		t.Fatalf("pod events: %+v", shop.Items)
+	}
+	r.Flush(context.Background())
+	sys, _ = client.CoreV1().Events("kube-system").List(context.Background(), metav1.ListOptions{})
+	if len(sys.Items) != 1 {
+		t.Fatal("flush wrote events twice")
+	}
+}
+
+func TestMetricsEMF(t *testing.T) {
+	m := NewMetrics("Karpless")
+	m.Count("karpenter_nodeclaims_created_total", 1, map[string]string{"nodepool": "default"})
+	m.Count("karpenter_nodeclaims_created_total", 2, map[string]string{"nodepool": "default"})
+	m.Observe("karpenter_provisioner_scheduling_duration_seconds", "Seconds", 0.5, nil)
+	m.Observe("karpenter_provisioner_scheduling_duration_seconds", "Seconds", 0.7, nil)
+	var b bytes.Buffer
+	if err := m.Flush(&b, 1700000000000); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 EMF lines, got %d:\n%s", len(lines), b.String())
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &doc); err != nil {
+		t.Fatal(err)
+	}
+	aws := doc["_aws"].(map[string]any)
+	cw := aws["CloudWatchMetrics"].([]any)[0].(map[string]any)
+	if doc["karpenter_nodeclaims_created_total"] != 3.0 || doc["nodepool"] != "default" || cw["Namespace"] != "Karpless" {
+		t.Fatalf("unexpected EMF document %s", lines[0])
+	}
+	if !strings.Contains(lines[1], "[0.5,0.7]") {
+		t.Fatalf("distribution not kept: %s", lines[1])
+	}
+}

@@ -17,7 +17,12 @@ CDK_VERSION  ?= 2.1148.1
 CDK_DIR      := .tools/cdk
 CDK          := $(CDK_DIR)/node_modules/.bin/cdk
 
-.PHONY: all demo test unit integration vet kube generate check-generated lambdas cdk-cli synth bench clean
+CLUSTER_NAME ?=
+CDK_ARGS     ?=
+# Identity of the CRDs the bootstrap embeds; a change makes CloudFormation re-run it.
+CRD_HASH     := $(shell cat shared/apis/crds/*.yaml 2>/dev/null | sha256sum | cut -c1-16)
+
+.PHONY: all demo test unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
 
 all: test
 
@@ -66,7 +71,26 @@ $(CDK): $(CDK_DIR)/package-lock.json
 
 ## synth: cdk synth into cdk.out with no AWS credentials.
 synth: lambdas $(CDK)
-	$(CDK) synth --no-notices --quiet -c clusterName=karpless-demo -c assetsDir=build
+	$(CDK) synth --no-notices --quiet -c clusterName=karpless-demo -c assetsDir=build -c crdHash=$(CRD_HASH)
+
+## synth-nag: synth plus cdk-nag AwsSolutions checks (fails on any unsuppressed finding).
+synth-nag: lambdas $(CDK)
+	$(CDK) synth --no-notices --quiet -c clusterName=karpless-demo -c assetsDir=build -c crdHash=$(CRD_HASH) -c nag=true
+
+## deploy: make deploy CLUSTER_NAME=<eks cluster> [CDK_ARGS='-c key=value ...']
+deploy: lambdas $(CDK)
+	@test -n "$(CLUSTER_NAME)" || { echo "usage: make deploy CLUSTER_NAME=<eks cluster> [CDK_ARGS='-c key=value ...']"; exit 2; }
+	$(CDK) deploy --no-notices -c clusterName=$(CLUSTER_NAME) -c assetsDir=build -c crdHash=$(CRD_HASH) $(CDK_ARGS)
+
+## destroy: the app is synthesized again, so it needs the built functions and the deploy's context.
+destroy: lambdas $(CDK)
+	@test -n "$(CLUSTER_NAME)" || { echo "usage: make destroy CLUSTER_NAME=<eks cluster> [CDK_ARGS=...]"; exit 2; }
+	$(CDK) destroy --no-notices -c clusterName=$(CLUSTER_NAME) -c assetsDir=build -c crdHash=$(CRD_HASH) $(CDK_ARGS)
+
+## cdk-pin: re-pin the CLI, e.g. make cdk-pin CDK_VERSION=2.x.y
+cdk-pin:
+	mkdir -p $(CDK_DIR) && cd $(CDK_DIR) && { [ -f package.json ] || echo '{"private":true}' > package.json; } \
+	  && npm install --no-audit --no-fund --save-exact aws-cdk@$(CDK_VERSION)
 
 clean:
 	rm -rf build cdk.out

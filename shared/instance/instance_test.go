@@ -1,0 +1,109 @@
+package instance
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+)
+
+type fakeEC2 struct {
+	EC2
+	free map[string]int32
+}
+
+func (f fakeEC2) DescribeSubnets(_ context.Context, in *ec2.DescribeSubnetsInput, _ ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error) {
+	out := &ec2.DescribeSubnetsOutput{}
+	for _, id := range in.SubnetIds {
+		if n, ok := f.free[id]; ok {
+			out.Subnets = append(out.Subnets, ec2types.Subnet{SubnetId: aws.String(id), AvailableIpAddressCount: aws.Int32(n)})
+		}
+	}
+	return out, nil
+}
+
+func TestFleetInput(t *testing.T) {
+	p := NewProvider(fakeEC2{free: map[string]int32{"subnet-a1": 10, "subnet-a2": 200, "subnet-b1": 50, "subnet-c1": 0}}, "demo")
+	var offerings []Offering
+	var types []string
+	for i := range 70 {
+		it := fmt.Sprintf("m%d.large", i)
+		types = append(types, it)
+		for _, z := range []string{"us-west-2a", "us-west-2b", "us-west-2c"} {
+			offerings = append(offerings, Offering{InstanceType: it, Zone: z, Price: float64(i) / 100})
+		}
+	}
+	r := Request{
+		NodeClaimName: "default-abc", NodeClaimUID: "6f1c6c2e-0000-4000-8000-000000000001", CapacityType: "spot",
+		Offerings:       offerings,
+		LaunchTemplates: []LaunchTemplate{{Name: "karpenter.k8s.aws/lt-amd64", ImageID: "ami-1", InstanceTypes: types}},
+		Subnets:         map[string][]string{"us-west-2a": {"subnet-a1", "subnet-a2"}, "us-west-2b": {"subnet-b1"}, "us-west-2c": {"subnet-c1"}},
+		Tags:            map[string]string{"karpenter.sh/nodepool": "default", "karpenter.sh/nodeclaim": "default-abc"},
+	}
+	in, err := p.fleetInput(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.LaunchTemplateConfigs) != 1 {
+		t.Fatalf("%d launch template configs", len(in.LaunchTemplateConfigs))
+	}
+	ovs := in.LaunchTemplateConfigs[0].Overrides
+	// 60 cheapest types x 2 zones with free addresses (2c's subnet is full).
+	if len(ovs) != MaxInstanceTypes*2 {
+		t.Fatalf("%d overrides, want %d", len(ovs), MaxInstanceTypes*2)
+	}
+	seen := map[string]bool{}
+	for _, o := range ovs {
+		seen[string(o.InstanceType)] = true
+		if aws.ToString(o.AvailabilityZone) == "us-west-2a" && aws.ToString(o.SubnetId) != "subnet-a2" {
+			t.Errorf("zone a uses %s, want the subnet with most free addresses", aws.ToString(o.SubnetId))
+		}
+		if aws.ToString(o.AvailabilityZone) == "us-west-2c" {
+			t.Error("override in a zone whose subnets are full")
+		}
+		if aws.ToString(o.ImageId) != "ami-1" {
+			t.Error("override without the template's image")
+		}
+	}
+	if seen["m60.large"] || !seen["m59.large"] {
+		t.Error("did not keep the 60 cheapest types")
+	}
+	if in.SpotOptions == nil || in.SpotOptions.AllocationStrategy != ec2types.SpotAllocationStrategyPriceCapacityOptimized || in.OnDemandOptions != nil {
+		t.Error("spot request without price-capacity-optimized")
+	}
+	if *in.TargetCapacitySpecification.TotalTargetCapacity != 1 || in.Type != ec2types.FleetTypeInstant {
+		t.Error("not an instant fleet of one")
+	}
+	if len(in.TagSpecifications) != 3 {
+		t.Error("want instance, volume and fleet tag specifications")
+	}
+	again, _ := p.fleetInput(context.Background(), r)
+	if aws.ToString(again.ClientToken) != aws.ToString(in.ClientToken) {
+		t.Error("the same request produced a different client token")
+	}
+	r.Attempt = 1
+	next, _ := p.fleetInput(context.Background(), r)
+	if aws.ToString(next.ClientToken) == aws.ToString(in.ClientToken) || len(aws.ToString(in.ClientToken)) > 64 {
+		t.Error("a new attempt must use a new token of at most 64 characters")
+	}
+	r.CapacityType = "on-demand"
+	od, _ := p.fleetInput(context.Background(), r)
+	if od.OnDemandOptions == nil || od.OnDemandOptions.AllocationStrategy != ec2types.FleetOnDemandAllocationStrategyLowestPrice || od.SpotOptions != nil {
+		t.Error("on-demand request without lowest-price")
+	}
+}
+
+func TestFleetInputRejectsImpossibleRequests(t *testing.T) {
+	p := NewProvider(fakeEC2{free: map[string]int32{"subnet-a1": 0}}, "demo")
+	_, err := p.fleetInput(context.Background(), Request{NodeClaimName: "x", Offerings: []Offering{{InstanceType: "m5.large", Zone: "us-west-2a"}},
+		LaunchTemplates: []LaunchTemplate{{Name: "lt", InstanceTypes: []string{"m5.large"}}}, Subnets: map[string][]string{"us-west-2a": {"subnet-a1"}}})
+	if err == nil {
+		t.Fatal("launch into full subnets was accepted")
+	}
+	if _, err := p.fleetInput(context.Background(), Request{NodeClaimName: "x"}); err == nil {
+		t.Fatal("launch without offerings was accepted")
+	}
+}

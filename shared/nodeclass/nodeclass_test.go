@@ -521,20 +521,28 @@ func TestHash(t *testing.T) {
 		t.Fatal("hash is not deterministic")
 	}
 	same := map[string]func(*awsv1.EC2NodeClass){
-		"subnet terms":          func(nc *awsv1.EC2NodeClass) { nc.Spec.SubnetSelectorTerms[0].Tags["x"] = "y" },
-		"security group terms":  func(nc *awsv1.EC2NodeClass) { nc.Spec.SecurityGroupSelectorTerms = nil },
-		"ami terms":             func(nc *awsv1.EC2NodeClass) { nc.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: "al2023@v20260101"}} },
-		"capacity reservations": func(nc *awsv1.EC2NodeClass) { nc.Spec.CapacityReservationSelectorTerms = []awsv1.CapacityReservationSelectorTerm{{ID: "cr-1"}} },
-		"ip prefix count":       func(nc *awsv1.EC2NodeClass) { nc.Spec.IPPrefixCount = aws.Int32(2) },
-		"amiFamily = alias":     func(nc *awsv1.EC2NodeClass) { nc.Spec.AMIFamily = aws.String("AL2023") },
+		"subnet terms":         func(nc *awsv1.EC2NodeClass) { nc.Spec.SubnetSelectorTerms[0].Tags["x"] = "y" },
+		"security group terms": func(nc *awsv1.EC2NodeClass) { nc.Spec.SecurityGroupSelectorTerms = nil },
+		"ami terms": func(nc *awsv1.EC2NodeClass) {
+			nc.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: "al2023@v20260101"}}
+		},
+		"capacity reservations": func(nc *awsv1.EC2NodeClass) {
+			nc.Spec.CapacityReservationSelectorTerms = []awsv1.CapacityReservationSelectorTerm{{ID: "cr-1"}}
+		},
+		"ip prefix count":   func(nc *awsv1.EC2NodeClass) { nc.Spec.IPPrefixCount = aws.Int32(2) },
+		"amiFamily = alias": func(nc *awsv1.EC2NodeClass) { nc.Spec.AMIFamily = aws.String("AL2023") },
 		"list order": func(nc *awsv1.EC2NodeClass) {
 			b := nc.Spec.BlockDeviceMappings
 			b[0], b[1] = b[1], b[0]
 			nc.Spec.Kubelet.ClusterDNS = []string{"10.0.0.11", "10.0.0.10"}
 		},
-		"false = unset":    func(nc *awsv1.EC2NodeClass) { nc.Spec.DetailedMonitoring = aws.Bool(false) },
-		"empty map = nil":  func(nc *awsv1.EC2NodeClass) { nc.Spec.Kubelet.KubeReserved = map[string]string{} },
-		"status, metadata": func(nc *awsv1.EC2NodeClass) { nc.Status.InstanceProfile = "x"; nc.Generation = 9; nc.Labels = map[string]string{"a": "b"} },
+		"false = unset":   func(nc *awsv1.EC2NodeClass) { nc.Spec.DetailedMonitoring = aws.Bool(false) },
+		"empty map = nil": func(nc *awsv1.EC2NodeClass) { nc.Spec.Kubelet.KubeReserved = map[string]string{} },
+		"status, metadata": func(nc *awsv1.EC2NodeClass) {
+			nc.Status.InstanceProfile = "x"
+			nc.Generation = 9
+			nc.Labels = map[string]string{"a": "b"}
+		},
 		"quantity spelling": func(nc *awsv1.EC2NodeClass) {
 			q := resource.MustParse("107374182400")
 			nc.Spec.BlockDeviceMappings[0].EBS.VolumeSize = &q
@@ -556,22 +564,29 @@ func TestHash(t *testing.T) {
 		}
 	}
 	differ := map[string]func(*awsv1.EC2NodeClass){
-		"amiFamily Custom":    func(nc *awsv1.EC2NodeClass) { nc.Spec.AMIFamily = aws.String("Custom") },
-		"user data":           func(nc *awsv1.EC2NodeClass) { nc.Spec.UserData = aws.String("#!/bin/bash") },
-		"role":                func(nc *awsv1.EC2NodeClass) { nc.Spec.Role = "other" },
-		"instance profile":    func(nc *awsv1.EC2NodeClass) { nc.Spec.Role = ""; nc.Spec.InstanceProfile = aws.String("p") },
-		"tags":                func(nc *awsv1.EC2NodeClass) { nc.Spec.Tags["team"] = "other" },
-		"tag added":           func(nc *awsv1.EC2NodeClass) { nc.Spec.Tags["cost"] = "" },
-		"kubelet maxPods":     func(nc *awsv1.EC2NodeClass) { nc.Spec.Kubelet.MaxPods = aws.Int32(50) },
-		"kubelet reserved":    func(nc *awsv1.EC2NodeClass) { nc.Spec.Kubelet.KubeReserved = map[string]string{"cpu": "1"} },
-		"volume size":         func(nc *awsv1.EC2NodeClass) { q := resource.MustParse("101Gi"); nc.Spec.BlockDeviceMappings[1].EBS.VolumeSize = &q },
+		"amiFamily Custom": func(nc *awsv1.EC2NodeClass) { nc.Spec.AMIFamily = aws.String("Custom") },
+		"user data":        func(nc *awsv1.EC2NodeClass) { nc.Spec.UserData = aws.String("#!/bin/bash") },
+		"role":             func(nc *awsv1.EC2NodeClass) { nc.Spec.Role = "other" },
+		"instance profile": func(nc *awsv1.EC2NodeClass) { nc.Spec.Role = ""; nc.Spec.InstanceProfile = aws.String("p") },
+		"tags":             func(nc *awsv1.EC2NodeClass) { nc.Spec.Tags["team"] = "other" },
+		"tag added":        func(nc *awsv1.EC2NodeClass) { nc.Spec.Tags["cost"] = "" },
+		"kubelet maxPods":  func(nc *awsv1.EC2NodeClass) { nc.Spec.Kubelet.MaxPods = aws.Int32(50) },
+		"kubelet reserved": func(nc *awsv1.EC2NodeClass) { nc.Spec.Kubelet.KubeReserved = map[string]string{"cpu": "1"} },
+		"volume size": func(nc *awsv1.EC2NodeClass) {
+			q := resource.MustParse("101Gi")
+			nc.Spec.BlockDeviceMappings[1].EBS.VolumeSize = &q
+		},
 		"volume dropped":      func(nc *awsv1.EC2NodeClass) { nc.Spec.BlockDeviceMappings = nc.Spec.BlockDeviceMappings[:1] },
 		"instance store":      func(nc *awsv1.EC2NodeClass) { p := awsv1.InstanceStorePolicyRAID0; nc.Spec.InstanceStorePolicy = &p },
 		"detailed monitoring": func(nc *awsv1.EC2NodeClass) { nc.Spec.DetailedMonitoring = aws.Bool(true) },
-		"metadata options":    func(nc *awsv1.EC2NodeClass) { nc.Spec.MetadataOptions = &awsv1.MetadataOptions{HTTPTokens: aws.String("optional")} },
-		"public ip":           func(nc *awsv1.EC2NodeClass) { nc.Spec.AssociatePublicIPAddress = aws.Bool(true) },
-		"context":             func(nc *awsv1.EC2NodeClass) { nc.Spec.Context = aws.String("ctx") },
-		"cpu options":         func(nc *awsv1.EC2NodeClass) { nc.Spec.CPUOptions = &awsv1.CPUOptions{NestedVirtualization: aws.String("enabled")} },
+		"metadata options": func(nc *awsv1.EC2NodeClass) {
+			nc.Spec.MetadataOptions = &awsv1.MetadataOptions{HTTPTokens: aws.String("optional")}
+		},
+		"public ip": func(nc *awsv1.EC2NodeClass) { nc.Spec.AssociatePublicIPAddress = aws.Bool(true) },
+		"context":   func(nc *awsv1.EC2NodeClass) { nc.Spec.Context = aws.String("ctx") },
+		"cpu options": func(nc *awsv1.EC2NodeClass) {
+			nc.Spec.CPUOptions = &awsv1.CPUOptions{NestedVirtualization: aws.String("enabled")}
+		},
 		"network interfaces": func(nc *awsv1.EC2NodeClass) {
 			nc.Spec.NetworkInterfaces = []*awsv1.NetworkInterface{{InterfaceType: awsv1.InterfaceTypeInterface}}
 		},
@@ -581,7 +596,9 @@ func TestHash(t *testing.T) {
 		"eviction grace": func(nc *awsv1.EC2NodeClass) {
 			nc.Spec.Kubelet.EvictionSoftGracePeriod = map[string]metav1.Duration{"memory.available": {Duration: time.Minute}}
 		},
-		"placement group": func(nc *awsv1.EC2NodeClass) { nc.Spec.PlacementGroupSelector = &awsv1.PlacementGroupSelector{ID: aws.String("pg-1")} },
+		"placement group": func(nc *awsv1.EC2NodeClass) {
+			nc.Spec.PlacementGroupSelector = &awsv1.PlacementGroupSelector{ID: aws.String("pg-1")}
+		},
 	}
 	seen := map[string]string{h: "base"}
 	for name, edit := range differ {

@@ -1,0 +1,313 @@
+package provisioning
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/awserr"
+	"github.com/karpless/karpless/shared/eksauth"
+	"github.com/karpless/karpless/shared/ice"
+	"github.com/karpless/karpless/shared/instance"
+	"github.com/karpless/karpless/shared/lifecycle"
+	"github.com/karpless/karpless/shared/record"
+	"github.com/karpless/karpless/shared/scheduling"
+	"github.com/karpless/karpless/shared/wellknown"
+)
+
+// LaunchAttemptAnnotation counts definitive launch failures of a NodeClaim;
+// it is part of the CreateFleet ClientToken, and is written before the next
+// CreateFleet so that a retried call repeats the same token.
+const LaunchAttemptAnnotation = "karpless.dev/launch-attempt"
+
+// maxAttemptsPerCall bounds capacity retries within one launch call; later
+// ticks continue from the recorded attempt.
+const maxAttemptsPerCall = 3
+
+var nodeClaimGVK = karpv1.SchemeGroupVersion.WithKind("NodeClaim")
+
+// launcher launches NodeClaims with the pass's view of node classes,
+// instance types and unavailable offerings.
+type launcher struct {
+	p       *Provisioner
+	classes map[string]*classView
+	ice     *ice.Cache
+	cluster func(ctx context.Context) (eksauth.ClusterInfo, error)
+	// launched counts successful launches in this pass.
+	launched int
+}
+
+type classView struct {
+	nc    *awsv1.EC2NodeClass
+	types []*scheduling.InstanceType
+}
+
+// Launch starts the claim's instance, or adopts one a previous tick started.
+// It returns the updated claim, or nil when the claim cannot launch now (its
+// node class is not ready) or was retired for lack of capacity.
+func (l *launcher) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	existing, err := l.p.Instances.ForNodeClaim(ctx, nc.Name)
+	if err != nil {
+		return nil, err
+	}
+	if len(existing) > 0 {
+		// A tick died between CreateFleet and recording its result.
+		keep := existing[0]
+		if len(existing) > 1 {
+			var extra []string
+			for _, i := range existing[1:] {
+				extra = append(extra, i.ID)
+			}
+			if err := l.p.Instances.Terminate(ctx, extra...); err != nil {
+				return nil, err
+			}
+		}
+		l.p.Log.Info("adopting instance launched by an earlier tick", "nodeclaim", nc.Name, "instance", keep.ID)
+		return l.record(ctx, nc, &keep)
+	}
+	if nc.Spec.NodeClassRef == nil {
+		return nil, errors.New("nodeclaim has no nodeClassRef")
+	}
+	view := l.classes[nc.Spec.NodeClassRef.Name]
+	if view == nil {
+		l.p.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "NodeClassNotReady", "EC2NodeClass %s not found", nc.Spec.NodeClassRef.Name)
+		return nil, nil
+	}
+	if !nodeClassReady(view.nc) {
+		l.p.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "NodeClassNotReady", "EC2NodeClass %s is not ready", view.nc.Name)
+		return nil, nil
+	}
+	attempt, _ := strconv.Atoi(nc.Annotations[LaunchAttemptAnnotation])
+	for range maxAttemptsPerCall {
+		capacityType, offerings, types := l.offerings(nc, view)
+		if len(offerings) == 0 {
+			return nil, l.retire(ctx, nc, "no offering of its instance types is available (all marked unavailable or filtered out)")
+		}
+		info, err := l.cluster(ctx)
+		if err != nil {
+			return nil, err
+		}
+		templates, err := l.p.Templates.Ensure(ctx, TemplateRequest{
+			NodeClass: view.nc, NodeClaim: nc, InstanceTypes: types, CapacityType: capacityType, Cluster: info,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("ensuring launch templates: %w", err)
+		}
+		res, err := l.p.Instances.Create(ctx, instance.Request{
+			NodeClaimName: nc.Name, NodeClaimUID: string(nc.UID), Attempt: attempt,
+			CapacityType: capacityType, Offerings: offerings, LaunchTemplates: templates,
+			Subnets: subnetsByZone(view.nc), Tags: l.instanceTags(nc, view.nc),
+			Context: deref(view.nc.Spec.Context),
+		})
+		for _, e := range res.Errors {
+			if e.InstanceType != "" && e.Zone != "" && awserr.IsCapacityCode(e.Code) {
+				l.ice.Mark(capacityType, e.InstanceType, e.Zone, e.Code)
+				l.p.Metrics.Count("karpenter_cloudprovider_instance_launch_failures_total", 1, map[string]string{"zone": e.Zone, "capacity_type": capacityType, "reason": e.Code})
+			}
+		}
+		switch {
+		case err == nil:
+			l.launched++
+			return l.record(ctx, nc, res.Instance)
+		case errors.Is(err, instance.ErrAlreadyRequested):
+			// EC2 applied an earlier call with this token; its instance is
+			// tagged and will be adopted once EC2 lists it.
+			l.p.Log.Info("launch already requested; waiting for the instance to be listed", "nodeclaim", nc.Name)
+			return nil, nil
+		case errors.Is(err, instance.ErrNoCapacity):
+			attempt++
+			if err := l.setAttempt(ctx, nc, attempt); err != nil {
+				return nil, err
+			}
+			l.p.Log.Info("no capacity for the offerings tried; retrying with the rest", "nodeclaim", nc.Name, "attempt", attempt, "capacity_type", capacityType)
+			continue
+		default:
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
+// offerings picks the capacity type and the offerings to request, cheapest
+// first: spot when the claim allows it and any spot offering is available,
+// otherwise on-demand; spot offerings dearer than the cheapest on-demand one
+// are dropped, as Karpenter does.
+func (l *launcher) offerings(nc *karpv1.NodeClaim, view *classView) (string, []instance.Offering, []*scheduling.InstanceType) {
+	reqs := scheduling.RequirementsFromNodePool(nc.Spec.Requirements)
+	allowedType := reqs.Get(wellknown.InstanceTypeLabel)
+	zones, cts := reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)
+	byCT := map[string][]instance.Offering{}
+	typeOf := map[string]*scheduling.InstanceType{}
+	for _, it := range view.types {
+		if !allowedType.Matches(it.Name, true) {
+			continue
+		}
+		for _, o := range it.Offerings {
+			if !o.Available || !zones.Matches(o.Zone, true) || !cts.Matches(o.CapacityType, true) || l.ice.Unavailable(o.CapacityType, it.Name, o.Zone) {
+				continue
+			}
+			byCT[o.CapacityType] = append(byCT[o.CapacityType], instance.Offering{InstanceType: it.Name, Zone: o.Zone, Price: o.Price})
+			typeOf[it.Name] = it
+		}
+	}
+	ct := wellknown.CapacityTypeOnDemand
+	if len(byCT[wellknown.CapacityTypeSpot]) > 0 {
+		ct = wellknown.CapacityTypeSpot
+		if od := byCT[wellknown.CapacityTypeOnDemand]; len(od) > 0 {
+			cheapestOD := slices.MinFunc(od, func(a, b instance.Offering) int { return cmpFloat(a.Price, b.Price) }).Price
+			spot := slices.DeleteFunc(slices.Clone(byCT[wellknown.CapacityTypeSpot]), func(o instance.Offering) bool { return o.Price > cheapestOD })
+			if len(spot) > 0 {
+				byCT[wellknown.CapacityTypeSpot] = spot
+			}
+		}
+	}
+	offs := byCT[ct]
+	sort.SliceStable(offs, func(i, j int) bool {
+		if offs[i].Price != offs[j].Price {
+			return offs[i].Price < offs[j].Price
+		}
+		if offs[i].InstanceType != offs[j].InstanceType {
+			return offs[i].InstanceType < offs[j].InstanceType
+		}
+		return offs[i].Zone < offs[j].Zone
+	})
+	var types []*scheduling.InstanceType
+	seen := map[string]bool{}
+	for _, o := range offs {
+		if !seen[o.InstanceType] {
+			seen[o.InstanceType] = true
+			types = append(types, typeOf[o.InstanceType])
+		}
+	}
+	return ct, offs, types
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func subnetsByZone(nc *awsv1.EC2NodeClass) map[string][]string {
+	out := map[string][]string{}
+	for _, s := range nc.Status.Subnets {
+		out[s.Zone] = append(out[s.Zone], s.ID)
+	}
+	return out
+}
+
+// instanceTags are the tags every resource of the launch carries: the
+// class's tags with Karpenter's static keys on top (they win), and the
+// claim's name so the instance can be found if this tick dies.
+func (l *launcher) instanceTags(nc *karpv1.NodeClaim, class *awsv1.EC2NodeClass) map[string]string {
+	tags := maps.Clone(class.Spec.Tags)
+	if tags == nil {
+		tags = map[string]string{}
+	}
+	tags[wellknown.ClusterTagKey(l.p.Config.ClusterName)] = wellknown.OwnedTagValue
+	tags[wellknown.NodePoolTagKey] = nc.Labels[wellknown.NodePoolLabel]
+	tags[wellknown.EKSClusterNameTagKey] = l.p.Config.ClusterName
+	tags[wellknown.EC2NodeClassTagKey] = class.Name
+	tags[wellknown.NodeClaimTagKey] = nc.Name
+	return tags
+}
+
+func (l *launcher) setAttempt(ctx context.Context, nc *karpv1.NodeClaim, attempt int) error {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{LaunchAttemptAnnotation: strconv.Itoa(attempt)}}})
+	if _, err := l.p.Kube.NodeClaims.Patch(ctx, nc.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("recording launch attempt of nodeclaim %s: %w", nc.Name, err)
+	}
+	if nc.Annotations == nil {
+		nc.Annotations = map[string]string{}
+	}
+	nc.Annotations[LaunchAttemptAnnotation] = strconv.Itoa(attempt)
+	return nil
+}
+
+// retire deletes a claim that cannot launch; its pods become pending again
+// and the next simulation picks other offerings (the cache remembers why).
+func (l *launcher) retire(ctx context.Context, nc *karpv1.NodeClaim, why string) error {
+	l.p.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "InsufficientCapacityError", "NodeClaim %s cannot launch: %s", nc.Name, why)
+	l.p.Log.Warn("retiring nodeclaim that cannot launch", "nodeclaim", nc.Name, "reason", why)
+	err := l.p.Kube.NodeClaims.Delete(ctx, nc.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &nc.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting nodeclaim %s: %w", nc.Name, err)
+	}
+	return nil
+}
+
+// record writes what was launched onto the claim: the instance's labels
+// (type, zone, capacity type and every single-valued instance-type label),
+// then status (provider ID, image, capacity, allocatable, Launched).
+func (l *launcher) record(ctx context.Context, nc *karpv1.NodeClaim, inst *instance.Instance) (*karpv1.NodeClaim, error) {
+	labels := map[string]string{
+		wellknown.InstanceTypeLabel: inst.Type,
+		wellknown.ZoneLabel:         inst.Zone,
+		wellknown.CapacityTypeLabel: inst.CapacityType,
+	}
+	var it *scheduling.InstanceType
+	if nc.Spec.NodeClassRef != nil {
+		if view := l.classes[nc.Spec.NodeClassRef.Name]; view != nil {
+			for _, t := range view.types {
+				if t.Name == inst.Type {
+					it = t
+				}
+			}
+			for _, s := range view.nc.Status.Subnets {
+				if s.Zone == inst.Zone && s.ZoneID != "" {
+					labels[wellknown.TopologyZoneIDLabel] = s.ZoneID
+				}
+			}
+		}
+	}
+	if it != nil {
+		for k, v := range it.Labels {
+			if _, set := labels[k]; !set && !strings.HasPrefix(k, wellknown.KarpenterDomain+"/") {
+				labels[k] = v
+			}
+		}
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	if _, err := l.p.Kube.NodeClaims.Patch(ctx, nc.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return nil, fmt.Errorf("labelling launched nodeclaim %s: %w", nc.Name, err)
+	}
+	now := metav1.NewTime(l.p.Clock.Now())
+	err := lifecycle.UpdateStatus(ctx, l.p.Kube, nc, func(c *karpv1.NodeClaim) {
+		c.Status.ProviderID = inst.ProviderID()
+		c.Status.ImageID = inst.ImageID
+		if it != nil {
+			c.Status.Capacity = it.Capacity.DeepCopy()
+			c.Status.Allocatable = it.Allocatable.DeepCopy()
+		}
+		lifecycle.SetCondition(c, karpv1.ConditionTypeLaunched, metav1.ConditionTrue, "Launched", "", now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.p.Log.Info("launched nodeclaim", "nodeclaim", nc.Name, "instance", inst.ID, "instance_type", inst.Type, "zone", inst.Zone, "capacity_type", inst.CapacityType)
+	return l.p.Kube.NodeClaims.Get(ctx, nc.Name, metav1.GetOptions{})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+

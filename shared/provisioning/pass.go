@@ -1,0 +1,330 @@
+package provisioning
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/catalog"
+	"github.com/karpless/karpless/shared/ice"
+	"github.com/karpless/karpless/shared/instancetype"
+	"github.com/karpless/karpless/shared/lifecycle"
+	"github.com/karpless/karpless/shared/podutil"
+	"github.com/karpless/karpless/shared/pricing"
+	"github.com/karpless/karpless/shared/record"
+	"github.com/karpless/karpless/shared/scheduling"
+	"github.com/karpless/karpless/shared/snapshot"
+	"github.com/karpless/karpless/shared/wellknown"
+)
+
+var podGVK = corev1.SchemeGroupVersion.WithKind("Pod")
+
+// invocation is what one tick reads once and reuses across its passes.
+type invocation struct {
+	book     *pricing.Book
+	ice      *ice.Cache
+	resolved map[string]bool // EC2NodeClass UID/generation resolved this tick
+}
+
+type passResult struct {
+	pending, created, launched, unschedulable int
+	lifecycle                                 lifecycle.Summary
+	snapshotBytes                             int64
+	// work is true when something is in motion: pods waiting or claims
+	// not yet initialized. Only then does the tick keep watching.
+	work bool
+}
+
+// Pass runs one provisioning pass. It is exported for the interruption and
+// disruption functions, which provision for displaced pods in their own
+// invocation (holding the provisioning lease).
+func (p *Provisioner) Pass(ctx context.Context) (Summary, error) {
+	inv := &invocation{resolved: map[string]bool{}}
+	r, err := p.pass(ctx, inv)
+	var s Summary
+	s.add(r)
+	return s, err
+}
+
+func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, error) {
+	var res passResult
+	snap, err := snapshot.Take(ctx, p.Kube, p.Clock)
+	if err != nil {
+		return res, err
+	}
+	res.snapshotBytes = snap.Stats.BytesRead
+	if err := p.loadICE(ctx, inv); err != nil {
+		return res, err
+	}
+	defer p.saveICE(ctx, inv)
+	if err := p.resolveNodeClasses(ctx, inv, snap.NodeClasses); err != nil {
+		return res, err
+	}
+	if inv.book == nil && len(snap.NodeClasses) > 0 {
+		if inv.book, err = p.Prices.Get(ctx); err != nil {
+			return res, err
+		}
+	}
+	views, classes, err := p.instanceTypes(snap.NodeClasses, inv)
+	if err != nil {
+		return res, err
+	}
+	var errs []error
+	lr, err := p.reconcileClaims(ctx, inv, views, snap.NodeClaims, snap.Nodes)
+	res.lifecycle = lr.lifecycle
+	if err != nil {
+		errs = append(errs, err)
+	}
+	launch := &launcher{p: p, classes: views, ice: inv.ice, cluster: p.Cluster}
+	var pending []*corev1.Pod
+	for _, pod := range snap.Pods {
+		if podutil.IsProvisionable(pod) {
+			pending = append(pending, pod)
+		}
+	}
+	res.pending = len(pending)
+	res.work = len(pending) > 0 || res.lifecycle.InFlight > 0
+	if len(pending) == 0 {
+		return res, errors.Join(errs...)
+	}
+	// Launches above changed claims (labels, status): read them again so the
+	// simulation sees the in-flight capacity as it now is.
+	claims, err := p.Kube.NodeClaims.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return res, fmt.Errorf("listing nodeclaims: %w", err)
+	}
+	snap.NodeClaims = snap.NodeClaims[:0]
+	for i := range claims.Items {
+		snap.NodeClaims = append(snap.NodeClaims, &claims.Items[i])
+	}
+	start := p.Clock.Now()
+	results := scheduling.Solve(SimulationInput(snap, pending, classes), scheduling.Provisioning())
+	p.Metrics.Observe("karpenter_scheduler_scheduling_duration_seconds", "Seconds", p.Clock.Since(start).Seconds(), map[string]string{"controller": "provisioner"})
+	p.Metrics.Gauge("karpenter_scheduler_queue_depth", float64(len(pending)), map[string]string{"controller": "provisioner"})
+	res.unschedulable = len(results.Unschedulable)
+	for _, e := range results.Unschedulable {
+		p.Events.Warning(record.ObjectOf(podGVK, e.Pod), "FailedScheduling", "Failed to schedule pod, %s", e.Reason)
+	}
+	for node, pods := range results.Existing {
+		for _, pod := range pods {
+			p.Events.Normal(record.ObjectOf(podGVK, pod), "Nominated", "Pod should schedule on: %s", node)
+		}
+	}
+	pools := map[string]*karpv1.NodePool{}
+	for _, np := range snap.NodePools {
+		pools[np.Name] = np
+	}
+	for _, n := range results.NewNodeClaims {
+		np, view := pools[n.NodePool], views[n.NodeClass]
+		if np == nil || view == nil {
+			errs = append(errs, fmt.Errorf("simulation chose unknown nodepool %q or node class %q", n.NodePool, n.NodeClass))
+			continue
+		}
+		claim, err := p.Kube.NodeClaims.Create(ctx, NodeClaimFor(np, view.nc, n), metav1.CreateOptions{})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("creating nodeclaim for nodepool %s: %w", np.Name, err))
+			continue
+		}
+		res.created++
+		it, o := n.CheapestOffering()
+		p.Log.Info("created nodeclaim", "nodeclaim", claim.Name, "nodepool", np.Name, "pods", len(n.Pods),
+			"instance_types", len(n.InstanceTypes), "cheapest", it.Name, "zone", o.Zone, "capacity_type", o.CapacityType, "price", o.Price)
+		p.Metrics.Count("karpenter_nodeclaims_created_total", 1, map[string]string{"nodepool": np.Name, "reason": "provisioning"})
+		for _, pod := range n.Pods {
+			p.Events.Normal(record.ObjectOf(podGVK, pod), "Nominated", "Pod should schedule on: nodeclaim/%s", claim.Name)
+		}
+		if _, err := launch.Launch(ctx, claim); err != nil {
+			// The claim is durable: the next pass launches it.
+			errs = append(errs, fmt.Errorf("nodeclaim %s: %w", claim.Name, err))
+		}
+	}
+	res.launched = launch.launched
+	return res, errors.Join(errs...)
+}
+
+// reconcileClaims advances each claim one lifecycle step, launching the
+// ones not launched yet with the pass's view of offerings.
+func (p *Provisioner) reconcileClaims(ctx context.Context, inv *invocation, views map[string]*classView, claims []*karpv1.NodeClaim, nodes []*corev1.Node) (passResult, error) {
+	launch := &launcher{p: p, classes: views, ice: inv.ice, cluster: p.Cluster}
+	lc := &lifecycle.Lifecycle{
+		Kube: p.Kube, Instances: p.Instances, Launcher: launch, Cluster: p.Config.ClusterName,
+		Clock: p.Clock, Log: p.Log, Events: p.Events, Metrics: p.Metrics, RegistrationTTL: p.Config.RegistrationTTL,
+	}
+	s, err := lc.Reconcile(ctx, claims, nodes)
+	return passResult{lifecycle: s}, err
+}
+
+func (p *Provisioner) loadICE(ctx context.Context, inv *invocation) error {
+	if inv.ice != nil {
+		return nil
+	}
+	c, err := ice.Load(ctx, p.Kube.Core.CoreV1(), p.Config.Namespace, p.Config.UnavailableOfferingsTTL, p.Clock)
+	if err != nil {
+		return err
+	}
+	inv.ice = c
+	return nil
+}
+
+// saveICE persists marks made in this invocation; losing them only costs a
+// repeated capacity error, so a failure is logged.
+func (p *Provisioner) saveICE(ctx context.Context, inv *invocation) {
+	if inv.ice == nil {
+		return
+	}
+	if err := inv.ice.Save(ctx); err != nil {
+		p.Log.Warn("saving unavailable offerings", "error", err)
+	}
+}
+
+// resolveNodeClasses refreshes each EC2NodeClass's status once per tick,
+// writing it only when it changed.
+func (p *Provisioner) resolveNodeClasses(ctx context.Context, inv *invocation, ncs []*awsv1.EC2NodeClass) error {
+	if len(ncs) == 0 {
+		return nil
+	}
+	info, err := p.Cluster(ctx)
+	if err != nil {
+		return fmt.Errorf("reading cluster facts: %w", err)
+	}
+	var errs []error
+	for i, nc := range ncs {
+		key := fmt.Sprintf("%s/%d", nc.UID, nc.Generation)
+		if inv.resolved[key] || nc.DeletionTimestamp != nil {
+			continue
+		}
+		status, err := p.Resolver.Resolve(ctx, nc, info)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("resolving ec2nodeclass %s: %w", nc.Name, err))
+			continue
+		}
+		inv.resolved[key] = true
+		if equality.Semantic.DeepEqual(status, nc.Status) {
+			continue
+		}
+		next := nc.DeepCopy()
+		next.Status = status
+		updated, err := p.Kube.EC2NodeClasses.UpdateStatus(ctx, next, metav1.UpdateOptions{})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("writing status of ec2nodeclass %s: %w", nc.Name, err))
+			continue
+		}
+		ncs[i] = updated
+	}
+	return errors.Join(errs...)
+}
+
+// instanceTypes builds each node class's launchable instance types.
+func (p *Provisioner) instanceTypes(ncs []*awsv1.EC2NodeClass, inv *invocation) (map[string]*classView, map[string]*scheduling.NodeClass, error) {
+	views := map[string]*classView{}
+	classes := map[string]*scheduling.NodeClass{}
+	for _, nc := range ncs {
+		family := familyOf(nc)
+		cfg := catalog.NodeConfigFor(nc, family)
+		cfg.ReservedENIs += int64(p.Config.ReservedENIs)
+		prices := instancetype.Prices{}
+		if inv.book != nil {
+			prices.Spot = inv.book.Spot
+		}
+		book := inv.book
+		unavailable := func(ct, it, zone string) bool {
+			if book != nil && len(book.Zones) > 0 && !book.Offered(it, zone) {
+				return true
+			}
+			return inv.ice.Unavailable(ct, it, zone)
+		}
+		types, err := instancetype.Build(p.Catalog, cfg, instancetype.Zones(nc), prices, unavailable)
+		if err != nil {
+			return nil, nil, fmt.Errorf("instance types of ec2nodeclass %s: %w", nc.Name, err)
+		}
+		types = instancetype.FilterByAMIs(types, nc.Status.AMIs)
+		views[nc.Name] = &classView{nc: nc, types: types}
+		classes[nc.Name] = &scheduling.NodeClass{Name: nc.Name, Ready: nodeClassReady(nc) && nc.DeletionTimestamp == nil, InstanceTypes: types}
+	}
+	return views, classes, nil
+}
+
+// familyOf is the AMI family: spec.amiFamily, else the alias's family.
+func familyOf(nc *awsv1.EC2NodeClass) string {
+	if nc.Spec.AMIFamily != nil {
+		return *nc.Spec.AMIFamily
+	}
+	for _, t := range nc.Spec.AMISelectorTerms {
+		if fam, _, ok := strings.Cut(t.Alias, "@"); ok {
+			switch fam {
+			case "al2":
+				return catalog.FamilyAL2
+			case "al2023":
+				return catalog.FamilyAL2023
+			case "bottlerocket":
+				return catalog.FamilyBottlerocket
+			case "windows2019":
+				return catalog.FamilyWindows2019
+			case "windows2022":
+				return catalog.FamilyWindows2022
+			case "windows2025":
+				return catalog.FamilyWindows2025
+			}
+		}
+	}
+	return catalog.FamilyAL2023
+}
+
+// NodeClaimFor is the NodeClaim object for a simulated new claim, labelled,
+// annotated and owned as Karpenter creates them.
+func NodeClaimFor(np *karpv1.NodePool, nc *awsv1.EC2NodeClass, n *scheduling.NewNodeClaim) *karpv1.NodeClaim {
+	labels := maps.Clone(n.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, np.Spec.Template.Labels)
+	labels[wellknown.NodePoolLabel] = np.Name
+	labels[wellknown.EC2NodeClassLabel] = nc.Name
+	annotations := maps.Clone(np.Spec.Template.Annotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[wellknown.NodePoolHashAnnotation] = np.Hash()
+	annotations[wellknown.NodePoolHashVersionAnnotation] = wellknown.NodePoolHashVersion
+	if h, ok := nc.Annotations[wellknown.EC2NodeClassHashAnnotation]; ok {
+		annotations[wellknown.EC2NodeClassHashAnnotation] = h
+		annotations[wellknown.EC2NodeClassHashVersionAnnotation] = wellknown.EC2NodeClassHashVersion
+	}
+	if n.MinValuesRelaxed {
+		annotations[wellknown.NodeClaimMinValuesRelaxedAnnotation] = "true"
+	}
+	reqs := slices.Clone(n.Requirements)
+	if !slices.ContainsFunc(reqs, func(r karpv1.NodeSelectorRequirementWithMinValues) bool { return r.Key == wellknown.NodePoolLabel }) {
+		reqs = append(reqs, karpv1.NodeSelectorRequirementWithMinValues{Key: wellknown.NodePoolLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{np.Name}})
+	}
+	tmpl := np.Spec.Template.Spec
+	return &karpv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: np.Name + "-",
+			Labels:       labels,
+			Annotations:  annotations,
+			Finalizers:   []string{wellknown.TerminationFinalizer},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodePool", Name: np.Name, UID: np.UID, BlockOwnerDeletion: new(true),
+			}},
+		},
+		Spec: karpv1.NodeClaimSpec{
+			Taints:                 n.Taints,
+			StartupTaints:          n.StartupTaints,
+			Requirements:           reqs,
+			Resources:              karpv1.ResourceRequirements{Requests: n.Requests},
+			NodeClassRef:           tmpl.NodeClassRef,
+			TerminationGracePeriod: tmpl.TerminationGracePeriod,
+			ExpireAfter:            tmpl.ExpireAfterOrDefault(),
+		},
+	}
+}

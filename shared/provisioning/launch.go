@@ -310,4 +310,3 @@ func deref(s *string) string {
 	}
 	return *s
 }
-

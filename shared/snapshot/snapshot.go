@@ -41,7 +41,9 @@ type Snapshot struct {
 	PVs            []*corev1.PersistentVolume
 	StorageClasses []*storagev1.StorageClass
 	CSINodes       []*storagev1.CSINode
-	Stats          Stats
+	// VolumeAttachments say which volumes are still attached to which node.
+	VolumeAttachments []*storagev1.VolumeAttachment
+	Stats             Stats
 }
 
 // Stats is what taking the snapshot cost.
@@ -149,6 +151,15 @@ func Take(ctx context.Context, c *kube.Clients, clk clock.PassiveClock) (*Snapsh
 				}
 			}
 			return 1, err
+		}},
+		{"volumeattachments", func() (int, error) {
+			return listPaged(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return c.Core.StorageV1().VolumeAttachments().List(ctx, o)
+			}, func(o runtime.Object) {
+				v := o.(*storagev1.VolumeAttachment)
+				v.ManagedFields = nil
+				s.VolumeAttachments = append(s.VolumeAttachments, v)
+			})
 		}},
 	}
 	for _, l := range lists {

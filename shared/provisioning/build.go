@@ -5,7 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/lifecycle"
 	"github.com/karpless/karpless/shared/podutil"
@@ -13,16 +12,6 @@ import (
 	"github.com/karpless/karpless/shared/snapshot"
 	"github.com/karpless/karpless/shared/wellknown"
 )
-
-// nodeClassReady is the EC2NodeClass Ready condition.
-func nodeClassReady(nc *awsv1.EC2NodeClass) bool {
-	for _, c := range nc.Status.Conditions {
-		if c.Type == awsv1.ConditionTypeReady {
-			return c.Status == "True"
-		}
-	}
-	return false
-}
 
 // SimulationInput turns a snapshot into the simulator's input. Existing
 // nodes carry their bound pods; NodeClaims without a Ready node yet are

@@ -22,6 +22,7 @@ import (
 	"github.com/karpless/karpless/shared/ice"
 	"github.com/karpless/karpless/shared/instance"
 	"github.com/karpless/karpless/shared/lifecycle"
+	"github.com/karpless/karpless/shared/nodeclass"
 	"github.com/karpless/karpless/shared/record"
 	"github.com/karpless/karpless/shared/scheduling"
 	"github.com/karpless/karpless/shared/wellknown"
@@ -85,7 +86,7 @@ func (l *launcher) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.No
 		l.p.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "NodeClassNotReady", "EC2NodeClass %s not found", nc.Spec.NodeClassRef.Name)
 		return nil, nil
 	}
-	if !nodeClassReady(view.nc) {
+	if !nodeclass.IsReady(view.nc) {
 		l.p.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "NodeClassNotReady", "EC2NodeClass %s is not ready", view.nc.Name)
 		return nil, nil
 	}

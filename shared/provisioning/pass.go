@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
@@ -17,7 +15,9 @@ import (
 	"github.com/karpless/karpless/shared/catalog"
 	"github.com/karpless/karpless/shared/ice"
 	"github.com/karpless/karpless/shared/instancetype"
+	"github.com/karpless/karpless/shared/eksauth"
 	"github.com/karpless/karpless/shared/lifecycle"
+	"github.com/karpless/karpless/shared/nodeclass"
 	"github.com/karpless/karpless/shared/podutil"
 	"github.com/karpless/karpless/shared/pricing"
 	"github.com/karpless/karpless/shared/record"
@@ -186,39 +186,36 @@ func (p *Provisioner) saveICE(ctx context.Context, inv *invocation) {
 	}
 }
 
-// resolveNodeClasses refreshes each EC2NodeClass's status once per tick,
-// writing it only when it changed.
+// resolveNodeClasses refreshes the status of each EC2NodeClass that is
+// stale (never resolved, spec changed, or older than a minute), once per tick.
 func (p *Provisioner) resolveNodeClasses(ctx context.Context, inv *invocation, ncs []*awsv1.EC2NodeClass) error {
-	if len(ncs) == 0 {
-		return nil
-	}
-	info, err := p.Cluster(ctx)
-	if err != nil {
-		return fmt.Errorf("reading cluster facts: %w", err)
-	}
 	var errs []error
+	var info *eksauth.ClusterInfo
 	for i, nc := range ncs {
 		key := fmt.Sprintf("%s/%d", nc.UID, nc.Generation)
-		if inv.resolved[key] || nc.DeletionTimestamp != nil {
+		if inv.resolved[key] || nc.DeletionTimestamp != nil || !nodeclass.IsStale(nc, p.Clock.Now(), 0) {
 			continue
 		}
-		status, err := p.Resolver.Resolve(ctx, nc, info)
+		if info == nil {
+			got, err := p.Cluster(ctx)
+			if err != nil {
+				return fmt.Errorf("reading cluster facts: %w", err)
+			}
+			info = &got
+		}
+		status, err := p.Resolver.Resolve(ctx, nc, *info)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("resolving ec2nodeclass %s: %w", nc.Name, err))
 			continue
 		}
 		inv.resolved[key] = true
-		if equality.Semantic.DeepEqual(status, nc.Status) {
-			continue
-		}
-		next := nc.DeepCopy()
-		next.Status = status
-		updated, err := p.Kube.EC2NodeClasses.UpdateStatus(ctx, next, metav1.UpdateOptions{})
+		updated, err := nodeclass.Apply(ctx, p.Kube.EC2NodeClasses, nc, status, p.Clock.Now())
 		if err != nil {
-			errs = append(errs, fmt.Errorf("writing status of ec2nodeclass %s: %w", nc.Name, err))
-			continue
+			errs = append(errs, err)
 		}
-		ncs[i] = updated
+		if updated != nil {
+			ncs[i] = updated
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -228,7 +225,7 @@ func (p *Provisioner) instanceTypes(ncs []*awsv1.EC2NodeClass, inv *invocation) 
 	views := map[string]*classView{}
 	classes := map[string]*scheduling.NodeClass{}
 	for _, nc := range ncs {
-		family := familyOf(nc)
+		family := nodeclass.Family(nc)
 		cfg := catalog.NodeConfigFor(nc, family)
 		cfg.ReservedENIs += int64(p.Config.ReservedENIs)
 		prices := instancetype.Prices{}
@@ -248,35 +245,9 @@ func (p *Provisioner) instanceTypes(ncs []*awsv1.EC2NodeClass, inv *invocation) 
 		}
 		types = instancetype.FilterByAMIs(types, nc.Status.AMIs)
 		views[nc.Name] = &classView{nc: nc, types: types}
-		classes[nc.Name] = &scheduling.NodeClass{Name: nc.Name, Ready: nodeClassReady(nc) && nc.DeletionTimestamp == nil, InstanceTypes: types}
+		classes[nc.Name] = &scheduling.NodeClass{Name: nc.Name, Ready: nodeclass.IsReady(nc) && nc.DeletionTimestamp == nil, InstanceTypes: types}
 	}
 	return views, classes, nil
-}
-
-// familyOf is the AMI family: spec.amiFamily, else the alias's family.
-func familyOf(nc *awsv1.EC2NodeClass) string {
-	if nc.Spec.AMIFamily != nil {
-		return *nc.Spec.AMIFamily
-	}
-	for _, t := range nc.Spec.AMISelectorTerms {
-		if fam, _, ok := strings.Cut(t.Alias, "@"); ok {
-			switch fam {
-			case "al2":
-				return catalog.FamilyAL2
-			case "al2023":
-				return catalog.FamilyAL2023
-			case "bottlerocket":
-				return catalog.FamilyBottlerocket
-			case "windows2019":
-				return catalog.FamilyWindows2019
-			case "windows2022":
-				return catalog.FamilyWindows2022
-			case "windows2025":
-				return catalog.FamilyWindows2025
-			}
-		}
-	}
-	return catalog.FamilyAL2023
 }
 
 // NodeClaimFor is the NodeClaim object for a simulated new claim, labelled,

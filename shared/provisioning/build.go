@@ -24,9 +24,15 @@ func SimulationInput(snap *snapshot.Snapshot, pending []*corev1.Pod, classes map
 			claimByProvider[nc.Status.ProviderID] = nc
 		}
 	}
+	// A pod being re-provisioned off a leaving node is in the batch; it must
+	// not also count on its old node.
+	inBatch := make(map[*corev1.Pod]bool, len(pending))
+	for _, p := range pending {
+		inBatch[p] = true
+	}
 	podsByNode := map[string][]*corev1.Pod{}
 	for _, p := range snap.Pods {
-		if p.Spec.NodeName != "" && !podutil.IsTerminal(p) {
+		if p.Spec.NodeName != "" && !podutil.IsTerminal(p) && !inBatch[p] {
 			podsByNode[p.Spec.NodeName] = append(podsByNode[p.Spec.NodeName], p)
 		}
 	}

@@ -85,12 +85,7 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 		errs = append(errs, err)
 	}
 	launch := &launcher{p: p, classes: views, ice: inv.ice, cluster: p.Cluster}
-	var pending []*corev1.Pod
-	for _, pod := range snap.Pods {
-		if podutil.IsProvisionable(pod) {
-			pending = append(pending, pod)
-		}
-	}
+	pending := PodsToProvision(snap)
 	res.pending = len(pending)
 	res.work = len(pending) > 0 || res.lifecycle.InFlight > 0
 	if len(pending) == 0 {
@@ -149,6 +144,33 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 	}
 	res.launched = launch.launched
 	return res, errors.Join(errs...)
+}
+
+// PodsToProvision are the pods a pass simulates: those the scheduler found
+// no node for, and, as Karpenter does, the pods of nodes being deleted or
+// disrupted, so their replacement capacity is launched before they are
+// evicted (on a node already replaced, the simulation finds the replacement
+// in flight and launches nothing more).
+func PodsToProvision(snap *snapshot.Snapshot) []*corev1.Pod {
+	leaving := map[string]bool{}
+	deletingClaims := map[string]bool{}
+	for _, nc := range snap.NodeClaims {
+		if nc.DeletionTimestamp != nil && nc.Status.ProviderID != "" {
+			deletingClaims[nc.Status.ProviderID] = true
+		}
+	}
+	for _, n := range snap.Nodes {
+		if n.DeletionTimestamp != nil || deletingClaims[n.Spec.ProviderID] || hasTaint(n.Spec.Taints, wellknown.DisruptedNoScheduleTaint) {
+			leaving[n.Name] = true
+		}
+	}
+	var out []*corev1.Pod
+	for _, pod := range snap.Pods {
+		if podutil.IsProvisionable(pod) || (leaving[pod.Spec.NodeName] && podutil.IsReschedulable(pod)) {
+			out = append(out, pod)
+		}
+	}
+	return out
 }
 
 // reconcileClaims advances each claim one lifecycle step, launching the

@@ -34,12 +34,7 @@ func (p *Provisioner) Run(ctx context.Context, holder string) (Summary, error) {
 	if err := p.validate(); err != nil {
 		return Summary{}, err
 	}
-	if p.Metrics == nil {
-		p.Metrics = record.NewMetrics("Karpless")
-	}
-	if p.Events == nil {
-		p.Events = record.NewRecorder(p.Kube.Core.CoreV1(), p.Config.Namespace, p.Clock, p.Log)
-	}
+	p.prepare()
 	defer func() {
 		// Events and metrics must be out before the Lambda is frozen.
 		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
@@ -87,6 +82,49 @@ func (p *Provisioner) Run(ctx context.Context, holder string) (Summary, error) {
 	}
 	p.Log.Info("provisioning tick done", "summary", sum)
 	return sum, errors.Join(errs...)
+}
+
+func (p *Provisioner) prepare() {
+	if p.Metrics == nil {
+		p.Metrics = record.NewMetrics("Karpless")
+	}
+	if p.Events == nil {
+		p.Events = record.NewRecorder(p.Kube.Core.CoreV1(), p.Config.Namespace, p.Clock, p.Log)
+	}
+}
+
+// PassWithLease runs one pass for another function (interruption, to launch
+// replacements at once): it takes the provisioning lease, asking a running
+// tick to hand over and waiting up to wait, and releases it after. It
+// returns false when the lease could not be had in time; the provisioner's
+// own tick then covers the work.
+func (p *Provisioner) PassWithLease(ctx context.Context, holder string, wait time.Duration) (bool, error) {
+	if err := p.validate(); err != nil {
+		return false, err
+	}
+	p.prepare()
+	l := lease.New(p.Kube.Core.CoordinationV1(), p.Config.Namespace, LeaseName, holder, p.Config.LeaseDuration, p.Clock)
+	sleep := func(ctx context.Context, d time.Duration) error {
+		t := p.Clock.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C():
+			return nil
+		}
+	}
+	ok, err := l.Acquire(ctx, wait, 200*time.Millisecond, sleep)
+	if err != nil || !ok {
+		return false, err
+	}
+	defer func() {
+		relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+		defer cancel()
+		_ = l.Release(relCtx)
+	}()
+	_, err = p.Pass(ctx)
+	return true, err
 }
 
 // deadline is the end of the watch window: the window's length after start,

@@ -67,10 +67,11 @@ const (
 
 // FromEnv reads the environment. It does not validate; call Validate.
 func FromEnv() (Config, error) {
-	return fromLookup(os.LookupEnv)
+	return FromLookup(os.LookupEnv)
 }
 
-func fromLookup(lookup func(string) (string, bool)) (Config, error) {
+// FromLookup reads settings through lookup (os.LookupEnv in production).
+func FromLookup(lookup func(string) (string, bool)) (Config, error) {
 	get := func(k string) string { v, _ := lookup(k); return strings.TrimSpace(v) }
 	c := Config{
 		ClusterName:          get("CLUSTER_NAME"),

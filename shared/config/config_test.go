@@ -11,7 +11,7 @@ func env(m map[string]string) func(string) (string, bool) {
 }
 
 func TestDefaultsAndOverrides(t *testing.T) {
-	c, err := fromLookup(env(map[string]string{"CLUSTER_NAME": "demo", "AWS_REGION": "us-west-2", "WATCH_WINDOW": "0s", "BATCH_MAX_DURATION": "5s"}))
+	c, err := FromLookup(env(map[string]string{"CLUSTER_NAME": "demo", "AWS_REGION": "us-west-2", "WATCH_WINDOW": "0s", "BATCH_MAX_DURATION": "5s"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,13 +24,13 @@ func TestDefaultsAndOverrides(t *testing.T) {
 }
 
 func TestInvalidSettingsNameTheVariable(t *testing.T) {
-	_, err := fromLookup(env(map[string]string{"WATCH_WINDOW": "soon", "RESERVED_ENIS": "-1", "SPOT_TO_SPOT_CONSOLIDATION": "maybe"}))
+	_, err := FromLookup(env(map[string]string{"WATCH_WINDOW": "soon", "RESERVED_ENIS": "-1", "SPOT_TO_SPOT_CONSOLIDATION": "maybe"}))
 	for _, want := range []string{"WATCH_WINDOW", "RESERVED_ENIS", "SPOT_TO_SPOT_CONSOLIDATION"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not name %s", err, want)
 		}
 	}
-	c, _ := fromLookup(env(map[string]string{"CLUSTER_ENDPOINT": "http://x", "BATCH_IDLE_DURATION": "20s"}))
+	c, _ := FromLookup(env(map[string]string{"CLUSTER_ENDPOINT": "http://x", "BATCH_IDLE_DURATION": "20s"}))
 	err = c.Validate()
 	for _, want := range []string{"CLUSTER_NAME", "AWS_REGION", "CLUSTER_CA_DATA", "https://", "BATCH_IDLE_DURATION"} {
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -28,6 +28,9 @@ type Snapshot struct {
 	StorageClasses         []*storagev1.StorageClass
 	// CSINodes give the attach limits of existing nodes (optional).
 	CSINodes []*storagev1.CSINode
+	// Namespaces are needed only to resolve pod-affinity namespaceSelectors
+	// (optional; an empty selector matches every namespace regardless).
+	Namespaces []*corev1.Namespace
 }
 
 // Node is an existing node or an in-flight NodeClaim.
@@ -162,10 +165,9 @@ type NewNodeClaim struct {
 	// MinValuesRelaxed is set when minValues could not be kept (BestEffort).
 	MinValuesRelaxed bool
 
-	// zones and capacityTypes are the offerings the requirements allow.
-	zones         map[string]bool
-	capacityTypes map[string]bool
-	requests      []int64
+	// zoneReq and ctReq say which offerings the claim allows; a
+	// NewNodeClaim built elsewhere gets them from Requirements on first use.
+	zoneReq, ctReq *Requirement
 }
 
 // PodError is a pod that could not be placed, and why, in words.
@@ -179,13 +181,11 @@ func (n *NewNodeClaim) allows(o *Offering) bool {
 	if !o.Available {
 		return false
 	}
-	if n.zones != nil && !n.zones[o.Zone] {
-		return false
+	if n.zoneReq == nil || n.ctReq == nil {
+		reqs := RequirementsFromNodePool(n.Requirements)
+		n.zoneReq, n.ctReq = reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)
 	}
-	if n.capacityTypes != nil && !n.capacityTypes[o.CapacityType] {
-		return false
-	}
-	return true
+	return n.zoneReq.Has(o.Zone) && n.ctReq.Has(o.CapacityType)
 }
 
 // CheapestOffering returns the instance type and offering the AWS launch

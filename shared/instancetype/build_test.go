@@ -1,0 +1,92 @@
+package instancetype
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
+	"github.com/karpless/karpless/shared/catalog"
+	"github.com/karpless/karpless/shared/wellknown"
+)
+
+func TestBuild(t *testing.T) {
+	cat, err := catalog.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zones := []string{"us-east-1a", "us-east-1b"}
+	ice := func(ct, it, z string) bool { return ct == "spot" && it == "m5.large" && z == "us-east-1b" }
+	types, err := Build(cat, catalog.NodeConfig{Family: catalog.FamilyAL2023}, zones, Prices{Spot: map[string]map[string]float64{"m5.large": {"us-east-1a": 0.031}}}, ice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(types) < 1300 {
+		t.Fatalf("only %d types", len(types))
+	}
+	var m5 = types[0]
+	for _, it := range types {
+		if it.Name == "m5.large" {
+			m5 = it
+		}
+		if len(it.Offerings) != 4 {
+			t.Fatalf("%s has %d offerings", it.Name, len(it.Offerings))
+		}
+		for _, o := range it.Offerings {
+			if o.Price <= 0 {
+				t.Fatalf("%s %s price %f", it.Name, o.CapacityType, o.Price)
+			}
+		}
+	}
+	if m5.Name != "m5.large" || m5.Labels[wellknown.ArchLabel] != "amd64" {
+		t.Fatalf("m5.large missing or mislabelled")
+	}
+	for _, o := range m5.Offerings {
+		switch {
+		case o.CapacityType == "spot" && o.Zone == "us-east-1a" && o.Price != 0.031:
+			t.Fatalf("spot override not used: %v", o)
+		case o.CapacityType == "spot" && o.Zone == "us-east-1b" && o.Available:
+			t.Fatalf("ICE mark ignored: %v", o)
+		case o.CapacityType == "on-demand" && o.Price != 0.096:
+			t.Fatalf("on-demand price %v", o)
+		}
+	}
+	alloc := m5.Allocatable[corev1.ResourceMemory]
+	capacity := m5.Capacity[corev1.ResourceMemory]
+	if alloc.Cmp(capacity) >= 0 {
+		t.Fatalf("allocatable %s not below capacity %s", alloc.String(), capacity.String())
+	}
+	// Same inputs, same estimate; estimates stay in the documented band.
+	a, b := SpotEstimate("c5.large", "z", 1), SpotEstimate("c5.large", "z", 1)
+	if a != b || a < 0.30 || a >= 0.45 {
+		t.Fatalf("estimate %f %f", a, b)
+	}
+}
+
+func TestFilterByAMIs(t *testing.T) {
+	cat, _ := catalog.Load()
+	types, _ := Build(cat, catalog.NodeConfig{}, []string{"z"}, Prices{}, nil)
+	arm := []awsv1.AMI{{ID: "ami-arm", Requirements: []corev1.NodeSelectorRequirement{{Key: wellknown.ArchLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"arm64"}}}}}
+	kept := FilterByAMIs(types, arm)
+	if len(kept) == 0 || len(kept) >= len(types) {
+		t.Fatalf("kept %d of %d", len(kept), len(types))
+	}
+	for _, it := range kept {
+		if it.Labels[wellknown.ArchLabel] != "arm64" {
+			t.Fatalf("%s kept", it.Name)
+		}
+	}
+	noGPU := []awsv1.AMI{{ID: "ami-std", Requirements: []corev1.NodeSelectorRequirement{{Key: wellknown.InstanceGPUCountLabel, Operator: corev1.NodeSelectorOpDoesNotExist}}}}
+	for _, it := range FilterByAMIs(types, noGPU) {
+		if _, ok := it.Labels[wellknown.InstanceGPUCountLabel]; ok {
+			t.Fatalf("gpu type %s kept by a standard AMI", it.Name)
+		}
+	}
+	if len(FilterByAMIs(types, nil)) != 0 {
+		t.Fatal("no AMIs should keep nothing")
+	}
+	nc := &awsv1.EC2NodeClass{Status: awsv1.EC2NodeClassStatus{Subnets: []awsv1.Subnet{{Zone: "a"}, {Zone: "b"}, {Zone: "a"}}}}
+	if z := Zones(nc); len(z) != 2 {
+		t.Fatalf("zones %v", z)
+	}
+}

@@ -1,0 +1,111 @@
+package scheduling
+
+import (
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/karpless/karpless/shared/wellknown"
+)
+
+// finalize turns a claim into the NodeClaim to create.
+func (s *solver) finalize(c *claim) *NewNodeClaim {
+	t := c.t
+	out := &NewNodeClaim{
+		NodePool:      t.name,
+		NodeClass:     t.class.Name,
+		Taints:        t.taints,
+		StartupTaints: t.startup,
+	}
+	for _, p := range c.pods {
+		out.Pods = append(out.Pods, p.pod)
+	}
+	// Every type that fits, cheapest first.
+	var cts uint8
+	groups := map[int]bool{}
+	for i := c.cursor; i < len(c.order.idx) && len(out.InstanceTypes) < s.opts.MaxInstanceTypes; i++ {
+		ti := int(c.order.idx[i])
+		tt := t.types[ti]
+		if !c.mask.has(ti) || !fits(c.req, tt.alloc) || (t.hasLimits && !t.withinLimits(tt, c.reserved)) {
+			continue
+		}
+		out.InstanceTypes = append(out.InstanceTypes, tt.it)
+		groups[tt.group] = true
+		for ct := 0; ct < numCT; ct++ {
+			if c.ctm&(1<<ct) != 0 && tt.zones[ct]&c.zm != 0 {
+				cts |= 1 << ct
+			}
+		}
+	}
+	var allowedCT []string
+	for ct := 0; ct < numCT; ct++ {
+		if c.ctm&(1<<ct) != 0 {
+			allowedCT = append(allowedCT, ctNames[ct])
+		}
+	}
+	out.zoneReq = NewRequirement(wellknown.ZoneLabel, corev1.NodeSelectorOpIn, c.zoneNames(s)...)
+	out.ctReq = NewRequirement(wellknown.CapacityTypeLabel, corev1.NodeSelectorOpIn, allowedCT...)
+
+	reqs := c.reqs.Copy()
+	if zr, ok := t.reqs[wellknown.ZoneLabel]; ok || c.zoneC {
+		z := NewRequirement(wellknown.ZoneLabel, corev1.NodeSelectorOpIn, c.zoneNames(s)...)
+		if ok {
+			z = zr.Intersect(z)
+		}
+		reqs[wellknown.ZoneLabel] = z
+	}
+	var ctVals []string
+	for ct := 0; ct < numCT; ct++ {
+		if cts&(1<<ct) != 0 {
+			ctVals = append(ctVals, ctNames[ct])
+		}
+	}
+	ctReq := NewRequirement(wellknown.CapacityTypeLabel, corev1.NodeSelectorOpIn, ctVals...)
+	if r, ok := t.reqs[wellknown.CapacityTypeLabel]; ok {
+		ctReq = r.Intersect(ctReq)
+	}
+	reqs[wellknown.CapacityTypeLabel] = ctReq
+	names := make([]string, len(out.InstanceTypes))
+	for i, it := range out.InstanceTypes {
+		names[i] = it.Name
+	}
+	itReq := NewRequirement(wellknown.InstanceTypeLabel, corev1.NodeSelectorOpIn, names...)
+	if r, ok := reqs[wellknown.InstanceTypeLabel]; ok {
+		itReq = r.Intersect(itReq)
+	}
+	reqs[wellknown.InstanceTypeLabel] = itReq
+	delete(reqs, wellknown.HostnameLabel)
+	out.Requirements = reqs.NodeSelectorRequirements()
+
+	out.Labels = maps.Clone(t.labels)
+	for k, r := range reqs {
+		if IsWellKnown(k) || wellknown.IsRestrictedLabel(k) {
+			continue
+		}
+		if r.Operator() == corev1.NodeSelectorOpIn && len(r.Values()) == 1 {
+			out.Labels[k] = r.Values()[0]
+		}
+	}
+
+	// Requests: the pods plus the smallest DaemonSet overhead among the
+	// remaining types, as Karpenter reports it.
+	req := make([]int64, len(c.req))
+	copy(req, c.req)
+	var overhead []int64
+	for g := range groups {
+		o := t.groups[g].overhead
+		if overhead == nil {
+			overhead = append([]int64(nil), o...)
+			continue
+		}
+		for i := range overhead {
+			overhead[i] = min(overhead[i], o[i])
+		}
+	}
+	if overhead != nil {
+		addInto(req, overhead)
+	}
+	out.Requests = s.d.list(req)
+	out.MinValuesRelaxed = c.minRelaxed
+	return out
+}

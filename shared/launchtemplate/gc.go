@@ -113,8 +113,11 @@ func Validate(_ context.Context, nc *awsv1.EC2NodeClass, status awsv1.EC2NodeCla
 	}
 	if _, err := Build(Request{NodeClass: probe, NodeClaim: claim, InstanceTypes: types, CapacityType: wellknown.CapacityTypeOnDemand, Cluster: cluster}); err != nil {
 		reason := "UserDataInvalid"
-		if errors.Is(err, ErrUserDataTooLarge) {
+		switch {
+		case errors.Is(err, ErrUserDataTooLarge):
 			reason = "UserDataSizeLimitExceeded"
+		case errors.Is(err, ErrServiceCIDRUnknown):
+			reason = "ClusterCIDRUnknown"
 		}
 		return &nodeclass.ValidationError{Reason: reason, Message: err.Error()}
 	}

@@ -342,6 +342,13 @@ func TestValidateHook(t *testing.T) {
 	if ve, ok := err.(*nodeclass.ValidationError); !ok || ve.Reason != "UserDataInvalid" {
 		t.Fatalf("err %v", err)
 	}
+	nc = readyClass()
+	noCIDR := testCluster
+	noCIDR.ServiceCIDR = ""
+	err = Validate(context.Background(), nc, nc.Status, noCIDR)
+	if ve, ok := err.(*nodeclass.ValidationError); !ok || ve.Reason != "ClusterCIDRUnknown" {
+		t.Fatalf("err %v", err)
+	}
 }
 
 // fakeEC2 keeps launch templates by name, like EC2 (names unique).

@@ -43,6 +43,10 @@ type UserDataInput struct {
 	InstanceStorePolicy *awsv1.InstanceStorePolicy
 }
 
+// ErrServiceCIDRUnknown means AL2023 user data cannot be written: nodeadm
+// requires the cluster's service CIDR.
+var ErrServiceCIDRUnknown = errors.New("AL2023 user data needs the cluster's service CIDR, which is unknown (set CLUSTER_SERVICE_CIDR or allow eks:DescribeCluster)")
+
 // MIME layout shared by the AL2023 and AL2 user data.
 const (
 	mimeBoundary       = "//"
@@ -226,7 +230,7 @@ const NodeConfigHeader = "# Karpenter Generated NodeConfig\n"
 func nodeadmUserData(in UserDataInput) (string, error) {
 	c := in.Cluster
 	if c.ServiceCIDR == "" {
-		return "", errors.New("AL2023 user data needs the cluster's service CIDR, which is unknown (set CLUSTER_SERVICE_CIDR or allow eks:DescribeCluster)")
+		return "", ErrServiceCIDRUnknown
 	}
 	ca, err := base64.StdEncoding.DecodeString(c.CABundle)
 	if err != nil {

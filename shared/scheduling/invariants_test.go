@@ -77,7 +77,46 @@ func checkInvariants(t *testing.T, s *Snapshot, r *Results) {
 				t.Fatalf("pod %s on node %s does not match its node selector/affinity", p.Name, n.Name)
 			}
 		}
-		checkHostConstraints(t, n.Name, append(append([]*corev1.Pod{}, n.Pods...), placed...))
+		checkHostConstraints(t, n.Name, append(append([]*corev1.Pod{}, n.Pods...), placed...), placed)
+	}
+
+	// NodePool limits: existing capacity plus the largest type of every new
+	// claim stays within each limit.
+	for _, np := range s.NodePools {
+		for name, limit := range np.Spec.Limits {
+			if name == wellknown.ResourceNodes {
+				continue
+			}
+			used := limit.DeepCopy()
+			used.Sub(limit)
+			for _, n := range s.Nodes {
+				if n.NodePool == np.Name {
+					q := n.Allocatable[name]
+					if c, ok := n.Capacity[name]; ok {
+						q = c
+					}
+					used.Add(q)
+				}
+			}
+			claims := 0
+			for _, c := range r.NewNodeClaims {
+				if c.NodePool != np.Name {
+					continue
+				}
+				claims++
+				var biggest = limit.DeepCopy()
+				biggest.Sub(limit)
+				for _, it := range c.InstanceTypes {
+					if q := it.Capacity[name]; q.Cmp(biggest) > 0 {
+						biggest = q
+					}
+				}
+				used.Add(biggest)
+			}
+			if claims > 0 && used.Cmp(limit) > 0 {
+				t.Fatalf("NodePool %s %s limit %s exceeded: %s", np.Name, name, limit.String(), used.String())
+			}
+		}
 	}
 
 	// New NodeClaims: every listed type holds the requests and meets the
@@ -129,7 +168,7 @@ func checkInvariants(t *testing.T, s *Snapshot, r *Results) {
 				t.Fatalf("pod %s on claim#%d: requirements %s do not meet the pod's node selector/affinity", p.Name, i, reqs)
 			}
 		}
-		checkHostConstraints(t, fmt.Sprintf("claim#%d", i), c.Pods)
+		checkHostConstraints(t, fmt.Sprintf("claim#%d", i), c.Pods, c.Pods)
 	}
 }
 
@@ -199,12 +238,16 @@ func claimSatisfies(p *corev1.Pod, reqs Requirements) bool {
 // checkHostConstraints verifies per-node hard rules: required hostname
 // anti-affinity (both ways) and host ports. Spreads constrain only their
 // owner at the time it is placed, so a final state cannot be checked.
-func checkHostConstraints(t *testing.T, where string, pods []*corev1.Pod) {
+func checkHostConstraints(t *testing.T, where string, pods, placed []*corev1.Pod) {
 	t.Helper()
+	isNew := map[*corev1.Pod]bool{}
+	for _, p := range placed {
+		isNew[p] = true
+	}
 	var ports []hostPort
 	for _, p := range pods {
 		hp := hostPorts(p)
-		if c := portConflict(ports, hp); c != nil {
+		if c := portConflict(ports, hp); c != nil && isNew[p] {
 			t.Fatalf("%s: host port %s used twice", where, c)
 		}
 		ports = append(ports, hp...)
@@ -215,7 +258,7 @@ func checkHostConstraints(t *testing.T, where string, pods []*corev1.Pod) {
 				}
 				sel, _ := metav1.LabelSelectorAsSelector(term.LabelSelector)
 				for _, q := range pods {
-					if q != p && q.Namespace == p.Namespace && sel.Matches(labels.Set(q.Labels)) {
+					if q != p && (isNew[p] || isNew[q]) && q.Namespace == p.Namespace && sel.Matches(labels.Set(q.Labels)) {
 						t.Fatalf("%s: pod %s has anti-affinity to %s on the same node", where, p.Name, q.Name)
 					}
 				}

@@ -2,6 +2,7 @@ package scheduling
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -33,6 +34,8 @@ type podState struct {
 	tol        []int8 // per template: 0 unknown, 1 tolerates, 2 does not
 	placed     bool
 	relaxed    *corev1.Pod // the most relaxed form tried, for diagnosis
+	// relaxations are the preferences dropped so far, in words.
+	relaxations []string
 }
 
 // hostCheck is a quick per-node test of a hostname topology group: the node
@@ -491,15 +494,18 @@ func (s *solver) relax(p *podState) bool {
 	if pod == p.pod {
 		pod = p.pod.DeepCopy()
 	}
-	if !relaxPod(pod, s.tolerateSoft) {
+	what := relaxPod(pod, s.tolerateSoft)
+	if what == "" {
 		return false
 	}
+	p.relaxations = append(p.relaxations, what)
 	p.cur = pod
 	s.refreshPod(p)
 	return true
 }
 
 func (s *solver) resetRelaxation(p *podState) {
+	p.relaxations = nil
 	if p.cur == p.pod {
 		return
 	}
@@ -545,52 +551,55 @@ func (s *solver) initLateGroup(g *group) {
 	}
 }
 
-func relaxPod(pod *corev1.Pod, tolerateSoft bool) bool {
+// relaxPod drops one soft constraint and says which, or returns "".
+func relaxPod(pod *corev1.Pod, tolerateSoft bool) string {
 	a := pod.Spec.Affinity
 	if a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
 		if terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms; len(terms) > 1 {
 			a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms = terms[1:]
-			return true
+			return "required node affinity term " + RequirementsFromNodeSelector(terms[0].MatchExpressions).String() + " (tried the next term)"
 		}
 	}
 	if a != nil && a.PodAffinity != nil && len(a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution) > 0 {
-		a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution = dropHeaviest(a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution)
-		return true
+		var t corev1.WeightedPodAffinityTerm
+		a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution, t = dropHeaviest(a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution)
+		return fmt.Sprintf("preferred pod affinity on %s (weight %d)", t.PodAffinityTerm.TopologyKey, t.Weight)
 	}
 	if a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) > 0 {
-		a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = dropHeaviest(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution)
-		return true
+		var t corev1.WeightedPodAffinityTerm
+		a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution, t = dropHeaviest(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution)
+		return fmt.Sprintf("preferred pod anti-affinity on %s (weight %d)", t.PodAffinityTerm.TopologyKey, t.Weight)
 	}
 	if a != nil && a.NodeAffinity != nil && len(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) > 0 {
 		terms := a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
 		sort.SliceStable(terms, func(i, j int) bool { return terms[i].Weight > terms[j].Weight })
 		a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = terms[1:]
-		return true
+		return fmt.Sprintf("preferred node affinity %s (weight %d)", RequirementsFromNodeSelector(terms[0].Preference.MatchExpressions), terms[0].Weight)
 	}
 	for i, tsc := range pod.Spec.TopologySpreadConstraints {
 		if tsc.WhenUnsatisfiable == corev1.ScheduleAnyway {
 			last := len(pod.Spec.TopologySpreadConstraints) - 1
 			pod.Spec.TopologySpreadConstraints[i] = pod.Spec.TopologySpreadConstraints[last]
 			pod.Spec.TopologySpreadConstraints = pod.Spec.TopologySpreadConstraints[:last]
-			return true
+			return fmt.Sprintf("ScheduleAnyway topology spread on %s (maxSkew %d)", tsc.TopologyKey, tsc.MaxSkew)
 		}
 	}
 	if tolerateSoft {
 		soft := corev1.Toleration{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectPreferNoSchedule}
 		for i := range pod.Spec.Tolerations {
 			if pod.Spec.Tolerations[i].MatchToleration(&soft) {
-				return false
+				return ""
 			}
 		}
 		pod.Spec.Tolerations = append(pod.Spec.Tolerations, soft)
-		return true
+		return "the preference to avoid PreferNoSchedule taints"
 	}
-	return false
+	return ""
 }
 
-func dropHeaviest(terms []corev1.WeightedPodAffinityTerm) []corev1.WeightedPodAffinityTerm {
+func dropHeaviest(terms []corev1.WeightedPodAffinityTerm) ([]corev1.WeightedPodAffinityTerm, corev1.WeightedPodAffinityTerm) {
 	sort.SliceStable(terms, func(i, j int) bool { return terms[i].Weight > terms[j].Weight })
-	return terms[1:]
+	return terms[1:], terms[0]
 }
 
 // results assembles the answer.

@@ -380,7 +380,6 @@ func (s *solver) groupFor(ts termSpec, inverse bool) *group {
 // anti-affinity groups of placed pods, registers the domains NodePools can
 // create, and counts the pods already bound.
 func (s *solver) initTopology() {
-	s.newTopology()
 	for _, p := range s.pods {
 		p.owned = s.ownedGroups(p.pod)
 		if hasAntiAffinity(p.pod, s.opts.Preferences == PreferencesRespect) {

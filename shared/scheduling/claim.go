@@ -2,7 +2,6 @@ package scheduling
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -106,11 +105,6 @@ type claim struct {
 	// capacity of its largest remaining type.
 	reserved   []int64
 	minRelaxed bool
-	// budget is the price of the claim's target type, an efficient size for
-	// the batch chosen when it opened: pods join while the cheapest type
-	// holding them costs no more.
-	budget float64
-	target int
 }
 
 // claimEval is the outcome of trying a pod on a claim.
@@ -423,14 +417,11 @@ func (s *solver) commitClaim(c *claim, p *podState, ev *claimEval) {
 	c.order, c.cursor, c.price = ev.order, ev.pos, ev.price
 	c.minRelaxed = c.minRelaxed || ev.relaxed
 	c.ports = append(c.ports, p.ports...)
-	tt := t.types[c.target]
-	if c.budget < c.price {
-		c.budget, c.target = c.price, int(c.order.idx[c.cursor])
-		tt = t.types[c.target]
-	}
+	tt := t.types[c.order.idx[c.cursor]]
 	for i := range c.slack {
 		c.slack[i] = tt.alloc[i] - c.req[i]
 	}
+	s.index.update(c.idx, c.slack)
 	if t.hasLimits {
 		s.updateReservation(c)
 	}
@@ -456,59 +447,9 @@ func (s *solver) openClaim(t *template, p *podState, ev *claimEval) *claim {
 	if t.nodesLeft > 0 {
 		t.nodesLeft--
 	}
-	c.target, c.budget = s.targetType(t, ev, p)
 	s.claims = append(s.claims, c)
 	s.commitClaim(c, p, ev)
 	return c
-}
-
-// targetType picks the size a new claim should grow to: among the types
-// that hold the pod, the one with the lowest price per unit of the batch's
-// average pod (cpu, memory and a pod slot, whichever runs out first),
-// capped at the size the batch can fill given how many nodes it must use.
-func (s *solver) targetType(t *template, ev *claimEval, p *podState) (int, float64) {
-	mask := t.all
-	if ev.maskNew {
-		mask = s.scratchMask[:len(t.all)]
-	}
-	best, bestScore := int(ev.order.idx[ev.pos]), math.Inf(1)
-	for i := ev.pos; i < len(ev.order.idx); i++ {
-		ti := int(ev.order.idx[i])
-		tt := t.types[ti]
-		if !mask.has(ti) || !fits(p.req, tt.alloc) || (t.hasLimits && !t.withinLimits(tt, nil)) {
-			continue
-		}
-		if tt.exotic && !t.types[best].exotic {
-			break
-		}
-		u := s.units(tt.alloc)
-		if u > s.unitCap && ti != best {
-			continue
-		}
-		if sc := ev.order.price[i] / u; sc < bestScore*0.999 {
-			best, bestScore = ti, sc
-		}
-	}
-	for i := ev.pos; i < len(ev.order.idx); i++ {
-		if int(ev.order.idx[i]) == best {
-			return best, ev.order.price[i]
-		}
-	}
-	return best, ev.price
-}
-
-// units is how many average pods of the batch an allocatable holds.
-func (s *solver) units(alloc []int64) float64 {
-	u := math.Inf(1)
-	for d, w := range s.mix {
-		if w > 0 {
-			u = min(u, float64(alloc[d])/w)
-		}
-	}
-	if math.IsInf(u, 1) || u <= 0 {
-		return 1e-9
-	}
-	return u
 }
 
 // updateReservation sets the claim's share of its NodePool's limits to the
@@ -542,6 +483,54 @@ func (s *solver) updateReservation(c *claim) {
 // cheapest type as it is.
 func (c *claim) fitsSlack(req []int64) bool { return fits(req, c.slack) }
 
+// slackIndex finds claims with room for a pod without visiting every claim:
+// claims are grouped in blocks of 64 whose largest cpu, memory and pod-slot
+// slack are kept, so a search skips whole blocks that cannot hold the pod.
+type slackIndex struct {
+	slack [][3]int64 // per claim: cpu, memory, pods
+	block [][3]int64 // per block: the largest of each
+}
+
+const slackBlock = 64
+
+func (x *slackIndex) update(i int, slack []int64) {
+	for len(x.slack) <= i {
+		x.slack = append(x.slack, [3]int64{})
+	}
+	x.slack[i] = [3]int64{slack[dimCPU], slack[dimMemory], slack[dimPods]}
+	b := i / slackBlock
+	for len(x.block) <= b {
+		x.block = append(x.block, [3]int64{})
+	}
+	var m [3]int64
+	for j := b * slackBlock; j < min(len(x.slack), (b+1)*slackBlock); j++ {
+		for d := range m {
+			m[d] = max(m[d], x.slack[j][d])
+		}
+	}
+	x.block[b] = m
+}
+
+// next returns the first claim at or after from whose slack may hold req,
+// or -1.
+func (x *slackIndex) next(from int, req []int64) int {
+	cpu, mem, pods := req[dimCPU], req[dimMemory], req[dimPods]
+	for i := from; i < len(x.slack); {
+		b := i / slackBlock
+		if m := x.block[b]; m[0] < cpu || m[1] < mem || m[2] < pods {
+			i = (b + 1) * slackBlock
+			continue
+		}
+		end := min(len(x.slack), (b+1)*slackBlock)
+		for ; i < end; i++ {
+			if sl := x.slack[i]; sl[0] >= cpu && sl[1] >= mem && sl[2] >= pods {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
 func describeMask(names []string, m uint64) string {
 	var out []string
 	maskEach(m, func(i int) {
@@ -552,4 +541,3 @@ func describeMask(names []string, m uint64) string {
 	return "[" + strings.Join(out, " ") + "]"
 }
 
-var _ = math.Inf

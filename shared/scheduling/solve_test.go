@@ -1,6 +1,7 @@
 package scheduling
 
 import (
+	"math/rand"
 	"strings"
 	"testing"
 
@@ -403,5 +404,19 @@ func TestDeterminism(t *testing.T) {
 	a, b := fingerprint(Solve(build(), Provisioning())), fingerprint(Solve(build(), Provisioning()))
 	if a != b {
 		t.Fatalf("two solves differ:\n%s\n---\n%s", a, b)
+	}
+}
+
+func TestCachedLaunchMatchesRule(t *testing.T) {
+	for seed := int64(1); seed <= 40; seed++ {
+		s := randomSnapshot(rand.New(rand.NewSource(seed)))
+		for _, c := range Solve(s, Provisioning()).NewNodeClaims {
+			it, o := c.CheapestOffering()
+			fresh := &NewNodeClaim{InstanceTypes: c.InstanceTypes, Requirements: c.Requirements}
+			it2, o2 := fresh.CheapestOffering()
+			if it != it2 || o != o2 {
+				t.Fatalf("seed %d: cached %s %+v, rule %s %+v", seed, it.Name, o, it2.Name, o2)
+			}
+		}
 	}
 }

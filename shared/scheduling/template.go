@@ -117,6 +117,7 @@ type template struct {
 	minValueKeys []string
 	zoneRank     []int
 	zoneNames    []string
+	byName       []int32 // type positions sorted by name
 
 	orders   map[orderKey]*priceOrder
 	compiled map[int32]*compiled
@@ -293,6 +294,11 @@ func (s *solver) newTemplate(np *karpv1.NodePool, class *NodeClass) *template {
 		t.types = append(t.types, tt)
 	}
 	t.all = fullBitset(len(t.types))
+	t.byName = make([]int32, len(t.types))
+	for i := range t.byName {
+		t.byName[i] = int32(i)
+	}
+	sort.Slice(t.byName, func(a, b int) bool { return t.types[t.byName[a]].it.Name < t.types[t.byName[b]].it.Name })
 	s.buildDaemonGroups(t)
 	s.initLimits(t)
 	t.zoneRank = s.rankZones(t)

@@ -336,6 +336,31 @@ func (f *nodeFilter) matches(taints []corev1.Taint, lookup func(string) (*Requir
 	return false
 }
 
+// selectorKey writes a label selector canonically: labels and expressions
+// sorted, values sorted.
+func selectorKey(b *strings.Builder, sel *metav1.LabelSelector) {
+	if sel == nil {
+		b.WriteString("<nil>")
+		return
+	}
+	keys := make([]string, 0, len(sel.MatchLabels))
+	for k := range sel.MatchLabels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(b, "%s=%s,", k, sel.MatchLabels[k])
+	}
+	exprs := make([]string, 0, len(sel.MatchExpressions))
+	for _, e := range sel.MatchExpressions {
+		vals := slices.Clone(e.Values)
+		sort.Strings(vals)
+		exprs = append(exprs, fmt.Sprintf("%s %s %v", e.Key, e.Operator, vals))
+	}
+	sort.Strings(exprs)
+	b.WriteString(strings.Join(exprs, ";"))
+}
+
 func (s *solver) groupFor(ts termSpec, inverse bool) *group {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d|%v|%s|%d|%d|%v|", ts.typ, inverse, ts.key, ts.maxSkew, ts.minDomains, ts.allNS)
@@ -346,15 +371,7 @@ func (s *solver) groupFor(ts termSpec, inverse bool) *group {
 	sort.Strings(nss)
 	b.WriteString(strings.Join(nss, ","))
 	b.WriteByte('|')
-	sel, err := metav1.LabelSelectorAsSelector(ts.selector)
-	if err != nil {
-		sel = labels.Nothing()
-	}
-	if ts.selector == nil {
-		b.WriteString("<nil>")
-	} else {
-		b.WriteString(sel.String())
-	}
+	selectorKey(&b, ts.selector)
 	b.WriteByte('|')
 	if ts.typ == topoSpread {
 		ts.filter.canonical(&b)
@@ -362,6 +379,10 @@ func (s *solver) groupFor(ts termSpec, inverse bool) *group {
 	key := b.String()
 	if g, ok := s.topo.byKey[key]; ok {
 		return g
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ts.selector)
+	if err != nil {
+		sel = labels.Nothing()
 	}
 	g := &group{
 		id: len(s.topo.groups), typ: ts.typ, inverse: inverse, key: ts.key, dom: s.topo.domainsFor(ts.key),

@@ -168,6 +168,10 @@ type NewNodeClaim struct {
 	// zoneReq and ctReq say which offerings the claim allows; a
 	// NewNodeClaim built elsewhere gets them from Requirements on first use.
 	zoneReq, ctReq *Requirement
+	// launchType and launchOffering cache CheapestOffering for claims
+	// Solve made.
+	launchType     *InstanceType
+	launchOffering Offering
 }
 
 // PodError is a pod that could not be placed, and why, in words.
@@ -197,6 +201,9 @@ func (n *NewNodeClaim) allows(o *Offering) bool {
 // on-demand; within it the cheapest offering. It returns nil when no
 // instance type has a compatible available offering.
 func (n *NewNodeClaim) CheapestOffering() (*InstanceType, Offering) {
+	if n.launchType != nil {
+		return n.launchType, n.launchOffering
+	}
 	return cheapestLaunch(n.InstanceTypes, n.allows, n.hasMinValues())
 }
 

@@ -540,4 +540,3 @@ func describeMask(names []string, m uint64) string {
 	})
 	return "[" + strings.Join(out, " ") + "]"
 }
-

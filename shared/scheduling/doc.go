@@ -1,3 +1,88 @@
 // Package scheduling simulates where pending pods go: existing nodes, in-flight
 // NodeClaims, or new NodeClaims with every instance type that still fits.
+//
+// # Contract
+//
+// Solve(snapshot, options) is a pure function: it reads a Snapshot (pending
+// pods, nodes and in-flight NodeClaims with their bound pods, NodePools,
+// NodeClasses with their instance types and offerings, DaemonSets, storage
+// objects) and returns Results. It holds no clients, clocks or globals,
+// starts no goroutines and never modifies its input; the same input gives
+// the same output.
+//
+//	r := scheduling.Solve(snap, scheduling.Provisioning())
+//	r.Existing       // node name -> pods placed there (existing or in-flight)
+//	r.NewNodeClaims  // NodeClaims to create, each with its NodePool, narrowed
+//	                 // requirements, labels, taints, requests, pods, and every
+//	                 // instance type that fits, cheapest offering first (<= 600)
+//	r.Unschedulable  // pods that fit nowhere, with a reason a person can act on
+//
+// Options{} (MaxNewNodeClaims 0) places pods on existing nodes only, which is
+// what a consolidation "can these pods move" check needs; provisioning passes
+// Provisioning() (-1, unlimited); a replacement check passes 1.
+// NewNodeClaim.CheapestOffering gives the type and offering the AWS launch
+// would pick (the figure for $/h reports). Explain answers, for one pod, where
+// it goes and what rules out each existing node, NodePool and instance type.
+//
+// # Semantics (Karpenter v1)
+//
+// Pods are tried largest first (cpu, then memory, then age, then UID), each
+// on existing nodes first (real nodes before in-flight claims, by name), then
+// on NodeClaims opened earlier in the solve, then on a new NodeClaim from
+// the highest-weight NodePool that can take it. A pod that fits nowhere has
+// its preferences relaxed one at a time in Karpenter's order (extra required
+// node-affinity terms, preferred pod affinity, preferred pod anti-affinity,
+// preferred node affinity, ScheduleAnyway spreads, PreferNoSchedule taints)
+// and, if it still fails, is retried after the rest of the queue as long as
+// the queue makes progress.
+//
+// Resources are the scheduler's effective requests (init and sidecar
+// containers, overhead, in-place resizes) against allocatable; the overhead
+// of the DaemonSets that would run on a node (their tolerations and node
+// affinity evaluated per NodePool and instance type) is taken from each
+// type's allocatable. Requirements come from nodeSelector, required node
+// affinity (first term, then the next ones) and preferred node affinity
+// (heaviest first); In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte and Lte are
+// supported, deprecated label keys normalised. Well-known labels the
+// NodePool does not constrain are allowed; custom labels must come from the
+// NodePool's labels or requirements. Taints of the NodePool must be
+// tolerated (PreferNoSchedule until relaxed); startup taints and the known
+// ephemeral taints of uninitialized nodes are ignored;
+// karpenter.sh/do-not-disrupt is not a scheduling constraint. NodePools that
+// are static (spec.replicas), being deleted, or whose EC2NodeClass is
+// missing or not ready do not launch. minValues is kept across the types
+// that still fit (MinValuesStrict) or relaxed (MinValuesBestEffort).
+// NodePool limits count existing and in-flight nodes; each new NodeClaim
+// holds the capacity of its largest remaining type against them, and gives
+// back what it no longer needs as pods narrow it.
+//
+// Topology follows Karpenter: spread constraints on any key (zone, hostname,
+// capacity type, ...) with maxSkew, minDomains, nodeAffinityPolicy,
+// nodeTaintsPolicy and matchLabelKeys; required and preferred pod affinity
+// and anti-affinity, including the anti-affinity of pods already placed;
+// domains come from what the NodePools can launch and from existing nodes,
+// counts from bound pods and from pods placed in the solve. Host ports are
+// unique per node; bound PersistentVolumes pin pods to their zones and
+// WaitForFirstConsumer StorageClasses to their allowed topologies; CSI
+// attach limits of existing nodes (CSINode) are enforced.
+//
+// # Cost
+//
+// Among the places a pod may go, the solve prefers the one that costs least:
+// an open NodeClaim whose cheapest fitting type stays the same price, else a
+// new NodeClaim or a recent one grown to a bigger type, whichever adds less
+// to the bill. Ties between equally valid zones go to the zone where the
+// NodePool's types are cheapest. A claim's price is that of its cheapest
+// available offering under its zone and capacity-type constraints, GPU and
+// metal types only when nothing else fits, as the AWS launch does.
+//
+// # Differences from Karpenter, on purpose
+//
+// Owners of zonal anti-affinity take one empty zone each (Karpenter narrows
+// a new claim to every empty zone and records them all, so one pod per batch
+// goes through); affinity bootstraps on one zone. Equal-weight NodePools are
+// tried cheapest first. Reserved offerings are priced like others: the
+// reservation's remaining count is not tracked (Offering has none). Node.Price
+// is carried for consolidation and not used here. Topology keys other than
+// the hostname track at most 64 domains.
 package scheduling

@@ -14,6 +14,7 @@ package provisioning
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -75,6 +76,8 @@ type Provisioner struct {
 	// Metrics and Events are per invocation; Run creates them when nil.
 	Metrics *record.Metrics
 	Events  *record.Recorder
+	// MetricsOut receives the EMF lines at the end of Run (nil: discarded).
+	MetricsOut io.Writer
 }
 
 // Summary is what a tick did, for logs and tests.

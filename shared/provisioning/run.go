@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,7 +39,9 @@ func (p *Provisioner) Run(ctx context.Context, holder string) (Summary, error) {
 		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 		defer cancel()
 		p.Events.Flush(flushCtx)
-		_ = p.Metrics.Flush(os.Stdout, p.Clock.Now().UnixMilli())
+		if p.MetricsOut != nil {
+			_ = p.Metrics.Flush(p.MetricsOut, p.Clock.Now().UnixMilli())
+		}
 	}()
 	l := lease.New(p.Kube.Core.CoordinationV1(), p.Config.Namespace, LeaseName, holder, p.Config.LeaseDuration, p.Clock)
 	ok, err := l.TryAcquire(ctx)

@@ -1,0 +1,78 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+
+	"github.com/karpless/karpless/shared/instance"
+	"github.com/karpless/karpless/shared/interruption"
+	"github.com/karpless/karpless/shared/provisioning"
+	"github.com/karpless/karpless/shared/record"
+	"github.com/karpless/karpless/shared/snapshot"
+	"github.com/karpless/karpless/shared/termination"
+)
+
+// ProvisionerHandler is the provisioner's Lambda handler (EventBridge schedule).
+func (e *Env) ProvisionerHandler() func(context.Context, lambdaevents.CloudWatchEvent) (provisioning.Summary, error) {
+	return func(ctx context.Context, _ lambdaevents.CloudWatchEvent) (provisioning.Summary, error) {
+		return e.Provisioner().Run(ctx, invocationID(ctx, "provisioner"))
+	}
+}
+
+// LeaseWait is how long an interruption batch waits for the provisioning
+// lease; the provisioner hands over at its next renewal (every 10 s), so a
+// batch usually gets it sooner.
+const LeaseWait = 12 * time.Second
+
+// Interruption is an interruption engine for one invocation.
+func (e *Env) Interruption() *interruption.Handler {
+	metrics := record.NewMetrics("Karpless")
+	events := record.NewRecorder(e.Kube.Core.CoreV1(), e.Config.Namespace, e.Clock, e.Log)
+	p := e.Provisioner()
+	p.Metrics, p.Events = metrics, events
+	return &interruption.Handler{
+		Kube: e.Kube, Provisioner: p, Clock: e.Clock, Log: e.Log, Events: events, Metrics: metrics,
+		Drainer: drainer{e: e, t: &termination.Terminator{
+			Kube: e.Kube, Instances: instance.NewProvider(e.AWS.EC2, e.Config.ClusterName),
+			Clock: e.Clock, Log: e.Log, Events: events, Metrics: metrics,
+		}},
+		Namespace: e.Config.Namespace, UnavailableTTL: e.Config.UnavailableOfferingsTTL, LeaseWait: LeaseWait,
+	}
+}
+
+// InterruptionHandler is the interruption Lambda's handler (SQS event
+// source mapping with ReportBatchItemFailures). Per-message failures are
+// reported in the response, never as a function error, which would return
+// the whole batch to the queue.
+func (e *Env) InterruptionHandler() func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
+	return func(ctx context.Context, batch lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
+		h := e.Interruption()
+		res, err := h.Handle(ctx, batch, invocationID(ctx, "interruption"))
+		if err != nil {
+			e.Log.Warn("interruption batch had failures", "failed", len(res.Response.BatchItemFailures), "error", err)
+		}
+		flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+		defer cancel()
+		h.Events.Flush(flush)
+		_ = h.Metrics.Flush(e.Out, e.Clock.Now().UnixMilli())
+		e.Log.Info("interruption batch done", "messages", len(batch.Records), "acted", res.Acted, "dropped", res.Dropped, "replaced", res.Replaced, "failed", len(res.Response.BatchItemFailures))
+		return res.Response, nil
+	}
+}
+
+// drainer starts the drain of deleted NodeClaims from a fresh snapshot.
+type drainer struct {
+	e *Env
+	t *termination.Terminator
+}
+
+func (d drainer) Drain(ctx context.Context) error {
+	snap, err := snapshot.Take(ctx, d.e.Kube, d.e.Clock)
+	if err != nil {
+		return err
+	}
+	_, err = d.t.Reconcile(ctx, snap)
+	return err
+}

@@ -16,7 +16,7 @@ import (
 
 // t0 is the fake clock's start, near the wall clock so that presigned
 // tokens (signed with the real time) are current.
-var t0 = time.Now().UTC().Truncate(time.Hour)
+var t0 = time.Now().UTC().Truncate(time.Second)
 
 func newTestEmulator(t testing.TB, mutate ...func(*Config)) (*Emulator, *testingclock.FakeClock) {
 	t.Helper()

@@ -277,3 +277,5 @@ func mustCommand(t *testing.T, p *Plan, m Method) *Command {
 	}
 	return p.Command
 }
+
+func resourceMust(s string) resource.Quantity { return resource.MustParse(s) }

@@ -270,15 +270,31 @@ func (w *world) multiNode(cands []*Candidate, left map[string]int, plan *Plan) *
 
 // singleNode tries candidates one at a time (by savings ratio, NodePools
 // interleaved) and returns the first that can be deleted or replaced by a
-// cheaper node.
+// cheaper node. Candidates that certainly cannot be consolidated are ruled
+// out without a simulation. When a previous pass ran out of time, the
+// search resumes after Options.ResumeSingleNodeAfter and wraps around.
 func (w *world) singleNode(cands []*Candidate, left map[string]int, plan *Plan) *Command {
-	for _, cn := range interleave(byRatio(cands)) {
+	order := interleave(byRatio(cands))
+	if after := w.c.in.Options.ResumeSingleNodeAfter; after != "" {
+		if k := slices.IndexFunc(order, func(c *Candidate) bool { return c.Name() == after }); k >= 0 {
+			order = append(order[k+1:], order[:k+1]...)
+		}
+	}
+	rm := w.room()
+	last := ""
+	for _, cn := range order {
 		if left[cn.NodePool.Name] <= 0 {
 			continue
 		}
 		if w.c.stopped() {
 			plan.Stopped = true
+			plan.ResumeSingleNodeAfter = last
 			return nil
+		}
+		last = cn.Name()
+		if why := rm.hopeless(cn); why != "" {
+			plan.Unconsolidatable = append(plan.Unconsolidatable, Note{NodeClaim: cn.Name(), Node: cn.Node.Name, Message: why})
+			continue
 		}
 		cmd, why := w.consolidate(SingleNodeConsolidation, []*Candidate{cn})
 		if cmd == nil {

@@ -442,3 +442,66 @@ func onlyType(f *fixture, name string) {
 	f.pool().Spec.Template.Spec.Requirements = append(f.pool().Spec.Template.Spec.Requirements,
 		karpv1.NodeSelectorRequirementWithMinValues{Key: wellknown.InstanceTypeLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{name}})
 }
+
+func TestSingleNodeResumesWhereItStopped(t *testing.T) {
+	f := newFixture(t)
+	onlyType(f, "m.xlarge")
+	for _, n := range []string{"a", "b", "c"} {
+		f.node(n, "m.xlarge", "test-1a", "on-demand")
+		f.pod("p-"+n, n, "3", "2Gi")
+	}
+	run := func(resume string) *Plan {
+		calls := 0
+		f.opts.Stop = func() bool { calls++; return calls > 1 } // one candidate, then stop
+		f.opts.ResumeSingleNodeAfter = resume
+		c := newCluster(f.input())
+		cands, _ := c.candidates(SingleNodeConsolidation, nil)
+		plan := &Plan{}
+		if cmd := c.newWorld("").singleNode(cands, map[string]int{"default": 3}, plan); cmd != nil {
+			t.Fatalf("nothing consolidates, got %s", cmd)
+		}
+		return plan
+	}
+	p := run("")
+	if !p.Stopped || p.ResumeSingleNodeAfter == "" || len(p.Unconsolidatable) != 1 {
+		t.Fatalf("want a stop after one candidate, got %+v", p)
+	}
+	first := p.ResumeSingleNodeAfter
+	p = run(first)
+	if len(p.Unconsolidatable) != 1 || p.Unconsolidatable[0].NodeClaim == first || p.ResumeSingleNodeAfter == first {
+		t.Fatalf("resumed at %v, want after %s", p.Unconsolidatable, first)
+	}
+}
+
+func TestPrefilterRulesOutOnlyHopelessCandidates(t *testing.T) {
+	f := newFixture(t)
+	onlyType(f, "m.xlarge")
+	f.node("a", "m.xlarge", "test-1a", "on-demand")
+	f.node("b", "m.xlarge", "test-1a", "on-demand")
+	f.pod("p1", "a", "3", "2Gi")
+	f.pod("p2", "b", "3", "2Gi")
+	in := f.input()
+	c := newCluster(in)
+	w := c.newWorld("")
+	rm := w.room()
+	cands, _ := c.candidates(SingleNodeConsolidation, nil)
+	for _, cn := range cands {
+		why := rm.hopeless(cn)
+		cmd, _ := w.consolidate(SingleNodeConsolidation, []*Candidate{cn})
+		if why != "" && cmd != nil {
+			t.Fatalf("pruned %s but it consolidates: %s", cn.Name(), cmd)
+		}
+		if why == "" {
+			t.Fatalf("%s: 3 cpu fit nowhere else and nothing cheaper than m.xlarge exists: want pruned", cn.Name())
+		}
+	}
+	// Free room on b makes a's pod movable: no longer hopeless.
+	f.snap.Pods[1].Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resourceMust("500m")
+	in = f.input()
+	c = newCluster(in)
+	w = c.newWorld("")
+	cands, _ = c.candidates(SingleNodeConsolidation, nil)
+	if why := w.room().hopeless(cands[0]); why != "" {
+		t.Fatalf("a can move to b: %s", why)
+	}
+}

@@ -103,6 +103,10 @@ type Options struct {
 	// Stop, when set, is polled between simulations; once it returns true
 	// the search ends with what it has found (the deadline of the tick).
 	Stop func() bool
+	// ResumeSingleNodeAfter is Plan.ResumeSingleNodeAfter of an earlier pass
+	// that ran out of time: single-node consolidation starts after that
+	// candidate, so every candidate gets its turn over several ticks.
+	ResumeSingleNodeAfter string
 }
 
 // InstanceFacts is what drift needs to know of a running instance that the
@@ -203,4 +207,8 @@ type Plan struct {
 	Simulations int
 	// Stopped is set when Options.Stop ended the search early.
 	Stopped bool
+	// ResumeSingleNodeAfter is the last candidate single-node consolidation
+	// evaluated before it was stopped ("" when it was not): pass it back in
+	// Options to continue from there.
+	ResumeSingleNodeAfter string
 }

@@ -48,6 +48,8 @@ type passResult struct {
 // disruption functions, which provision for displaced pods in their own
 // invocation (holding the provisioning lease).
 func (p *Provisioner) Pass(ctx context.Context) (Summary, error) {
+	p.prepare()
+	defer p.Events.Flush(context.WithoutCancel(ctx))
 	inv := &invocation{resolved: map[string]bool{}}
 	r, err := p.pass(ctx, inv)
 	var s Summary
@@ -290,7 +292,9 @@ func NodeClaimFor(np *karpv1.NodePool, nc *awsv1.EC2NodeClass, n *scheduling.New
 	annotations[wellknown.NodePoolHashVersionAnnotation] = wellknown.NodePoolHashVersion
 	if h, ok := nc.Annotations[wellknown.EC2NodeClassHashAnnotation]; ok {
 		annotations[wellknown.EC2NodeClassHashAnnotation] = h
-		annotations[wellknown.EC2NodeClassHashVersionAnnotation] = wellknown.EC2NodeClassHashVersion
+		// The class's own version (nodeclass.HashVersion), so that the
+		// disruption function's drift check compares like with like.
+		annotations[wellknown.EC2NodeClassHashVersionAnnotation] = nc.Annotations[wellknown.EC2NodeClassHashVersionAnnotation]
 	}
 	if n.MinValuesRelaxed {
 		annotations[wellknown.NodeClaimMinValuesRelaxedAnnotation] = "true"

@@ -164,6 +164,9 @@ func (m *Metrics) Observe(name, unit string, v float64, dims map[string]string) 
 
 // Gauge records the latest value.
 func (m *Metrics) Gauge(name string, v float64, dims map[string]string) {
+	if m == nil {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := key(name, dims)

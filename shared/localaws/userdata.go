@@ -44,7 +44,7 @@ func parseUserData(ud, family string) bootConfig {
 		b.readMIME(trimmed)
 	case strings.HasPrefix(trimmed, "<powershell>"):
 		b.Family = "Windows"
-	case family == "Bottlerocket" || strings.Contains(trimmed, "[settings"):
+	case family == "Bottlerocket" || strings.Contains(trimmed, "[settings") || strings.HasPrefix(trimmed, "settings.") || strings.Contains(trimmed, "\nsettings."):
 		b.Family = "Bottlerocket"
 		b.readBottlerocket(trimmed)
 	case strings.Contains(trimmed, "kind: NodeConfig"):

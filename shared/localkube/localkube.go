@@ -43,6 +43,13 @@ type Config struct {
 	// ReplicaSets, PDB status, garbage collection), without the node
 	// lifecycle controller: fake nodes send no heartbeats.
 	ControllerManager bool
+	// TokenWebhookURL, when set, makes kube-apiserver authenticate bearer
+	// tokens by POSTing TokenReviews to this URL (authentication.k8s.io/v1),
+	// as EKS does with IAM tokens; see localaws.Emulator.TokenWebhookURL.
+	TokenWebhookURL string
+	// TokenWebhookCacheTTL is how long kube-apiserver caches the webhook's
+	// answers (default 10s).
+	TokenWebhookCacheTTL time.Duration
 	// Logger receives progress; nil discards it.
 	Logger *slog.Logger
 }
@@ -59,6 +66,8 @@ type Cluster struct {
 	procs   []*process
 	tempDir bool
 	log     *slog.Logger
+	// extraArgs are appended to a process's command line, by name.
+	extraArgs map[string][]string
 }
 
 type process struct {
@@ -155,6 +164,22 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 
+	if cfg.TokenWebhookURL != "" {
+		path := filepath.Join(c.Dir, "token-webhook.kubeconfig")
+		if err := writeWebhookKubeconfig(path, cfg.TokenWebhookURL); err != nil {
+			return nil, err
+		}
+		ttl := cfg.TokenWebhookCacheTTL
+		if ttl <= 0 {
+			ttl = 10 * time.Second
+		}
+		c.extraArgs = map[string][]string{"kube-apiserver": {
+			"--authentication-token-webhook-config-file=" + path,
+			"--authentication-token-webhook-version=v1",
+			"--authentication-token-webhook-cache-ttl=" + ttl.String(),
+		}}
+	}
+
 	t0 := time.Now()
 	if err := c.spawn(cfg.BinDir, logs, "etcd",
 		"--name=local", "--data-dir="+filepath.Join(c.Dir, "etcd"),
@@ -242,6 +267,7 @@ func (c *Cluster) spawn(binDir, logDir, name string, args ...string) error {
 	if err != nil {
 		return err
 	}
+	args = append(args, c.extraArgs[name]...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// Own process group, and killed with the test binary if it dies.
@@ -351,6 +377,17 @@ func freePorts(n int) ([]int, error) {
 		out = append(out, l.Addr().(*net.TCPAddr).Port)
 	}
 	return out, nil
+}
+
+// writeWebhookKubeconfig writes the kubeconfig-format file that points
+// kube-apiserver's token authentication webhook at url.
+func writeWebhookKubeconfig(path, url string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["webhook"] = &clientcmdapi.Cluster{Server: url}
+	cfg.AuthInfos["apiserver"] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts["webhook"] = &clientcmdapi.Context{Cluster: "webhook", AuthInfo: "apiserver"}
+	cfg.CurrentContext = "webhook"
+	return clientcmd.WriteToFile(*cfg, path)
 }
 
 func writeKubeconfig(path, server string, certs pki) error {

@@ -127,6 +127,10 @@ type Remaining struct {
 	Allowed int
 	// Left is what new commands may still take (never negative).
 	Left int
+	// Disrupting are the nodes already counted against it.
+	Disrupting int
+	// Total are the NodePool's counted nodes.
+	Total int
 	// Err is set when a budget could not be evaluated (Left is then 0).
 	Err error
 }
@@ -137,7 +141,7 @@ func Mapping(pools []*karpv1.NodePool, counts map[string]Count, reason karpv1.Di
 	for _, np := range pools {
 		c := counts[np.Name]
 		allowed, err := Allowed(np, reason, c.Total, now)
-		out[np.Name] = Remaining{Allowed: allowed, Left: max(allowed-c.Disrupting, 0), Err: err}
+		out[np.Name] = Remaining{Allowed: allowed, Left: max(allowed-c.Disrupting, 0), Disrupting: c.Disrupting, Total: c.Total, Err: err}
 	}
 	return out
 }

@@ -128,7 +128,9 @@ func (d *Disrupter) clearDisruptionReason(ctx context.Context, nc *karpv1.NodeCl
 	if meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeDisruptionReason) == nil {
 		return nil
 	}
-	mutate := func(c *karpv1.NodeClaim) { meta.RemoveStatusCondition(&c.Status.Conditions, karpv1.ConditionTypeDisruptionReason) }
+	mutate := func(c *karpv1.NodeClaim) {
+		meta.RemoveStatusCondition(&c.Status.Conditions, karpv1.ConditionTypeDisruptionReason)
+	}
 	err := lifecycle.UpdateStatus(ctx, d.Kube, nc, mutate)
 	if isNotFound(err) {
 		return nil

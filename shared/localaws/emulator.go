@@ -416,6 +416,8 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.serveJSON(w, r, "ssm", strings.TrimPrefix(target, "AmazonSSM."), body)
 	case r.URL.Path == authenticatePath:
 		e.serveTokenReview(w, r, body)
+	case strings.HasPrefix(r.URL.Path, AdminPrefix):
+		e.serveAdmin(w, r, body)
 	case strings.HasPrefix(r.URL.Path, "/clusters"):
 		e.serveEKS(w, r, body)
 	default:

@@ -211,7 +211,7 @@ func (e *Emulator) nodeFor(i *instance, now time.Time) *corev1.Node {
 		wellknown.ZoneLabel: i.Zone, wellknown.RegionLabel: e.cfg.Region,
 		corev1.LabelFailureDomainBetaZone: i.Zone, corev1.LabelFailureDomainBetaRegion: e.cfg.Region,
 		wellknown.TopologyZoneIDLabel: i.ZoneID,
-		"k8s.io/cloud-provider-aws":   e.hexID("ccm", 32)[:32],
+		"k8s.io/cloud-provider-aws":   e.clusterHash("ccm", 32),
 	} {
 		labels[k] = v
 	}
@@ -282,13 +282,19 @@ func (e *Emulator) nodeFor(i *instance, now time.Time) *corev1.Node {
 			NodeInfo: corev1.NodeSystemInfo{
 				MachineID: e.hexID("machine", 32), SystemUUID: "ec2" + e.hexID("uuid", 29), BootID: e.uuid(),
 				KernelVersion: kernel, OSImage: osImage, ContainerRuntimeVersion: "containerd://1.7.27",
-				KubeletVersion: "v" + e.cfg.KubernetesVersion + ".0-eks-" + e.hexID("eks", 7), KubeProxyVersion: "",
+				KubeletVersion: "v" + e.cfg.KubernetesVersion + ".0-eks-" + e.clusterHash("eks-build", 7), KubeProxyVersion: "",
 				OperatingSystem: "linux", Architecture: arch,
 			},
 		},
 	}
 	setReady(node, false, now)
 	return node
+}
+
+// clusterHash is a hex string fixed for the cluster (same on every node).
+func (e *Emulator) clusterHash(kind string, n int) string {
+	h := sha256.Sum256([]byte(kind + "/" + e.cfg.ClusterName + "/" + e.cfg.KubernetesVersion))
+	return hex.EncodeToString(h[:])[:n]
 }
 
 // familyForCatalog maps an image family to the catalog's AMI family.

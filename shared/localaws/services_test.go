@@ -281,3 +281,47 @@ func TestSTSAndTokens(t *testing.T) {
 		t.Errorf("old token: %v", err)
 	}
 }
+
+func TestAdmin(t *testing.T) {
+	e, clk := newTestEmulator(t)
+	ctx := context.Background()
+	a := Admin{URL: e.URL()}
+	c := ec2Client(t, e)
+	lt := createLT(t, c, e, "karpenter.k8s.aws/admin")
+	id := launchN(t, e, c, lt, 1, "spot")[0]
+	got, err := a.Instances(ctx)
+	if err != nil || len(got) != 1 || got[0].ID != id || got[0].Tags["karpenter.sh/nodepool"] != "default" {
+		t.Fatalf("Instances: %+v %v", got, err)
+	}
+	if err := a.TerminateAfter(ctx, []string{id}, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(2 * time.Minute)
+	_ = e.Step(ctx)
+	if i, _ := e.Instance(id); i.State != StateShuttingDown {
+		t.Errorf("scheduled termination: %s", i.State)
+	}
+	if err := a.TerminateAfter(ctx, []string{"i-0000000000000000f"}, time.Minute); err == nil {
+		t.Error("unknown instance accepted")
+	}
+	if err := a.Inject(ctx, ICE("spot", "m5.large", "us-west-2a").Times(2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Inject(ctx, Latency("DescribeImages", time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := a.Faults(ctx)
+	if err != nil || len(fs) != 2 || fs[0].Kind != FaultFleetError || fs[0].InstanceType != "m5.large" || fs[0].Count != 2 || fs[1].Latency != time.Second {
+		t.Errorf("Faults: %+v %v", fs, err)
+	}
+	if err := a.ClearFaults(ctx); err != nil || len(e.Faults()) != 0 {
+		t.Errorf("ClearFaults: %v, %d left", err, len(e.Faults()))
+	}
+	if err := a.Inject(ctx, Fault{Kind: FaultAPIError}); err == nil {
+		t.Error("fault without a code accepted")
+	}
+	imgs, err := a.UpdateAMIs(ctx, "v20261101")
+	if err != nil || len(imgs) == 0 {
+		t.Errorf("UpdateAMIs: %d %v", len(imgs), err)
+	}
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"sort"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/karpless/karpless/shared/app"
+)
+
+// trigger is how AWS invokes a function, which decides the payload
+// `karpless local tick` builds.
+type trigger int
+
+const (
+	// schedule: an EventBridge scheduled event.
+	schedule trigger = iota
+	// queue: a batch from the interruption queue, as Lambda's SQS event
+	// source mapping delivers it (with ReportBatchItemFailures).
+	queue
+)
+
+// function is a Lambda function `karpless local tick` can run: its real
+// handler, built from the environment exactly as its Lambda main builds it.
+type function struct {
+	trigger trigger
+	// handler wraps the function's typed handler in lambda.NewHandler:
+	// bytes in, bytes out, with Lambda's JSON decoding.
+	handler func(env *app.Env) lambda.Handler
+}
+
+// functions are the handlers `karpless local tick` runs. A function joins
+// here when its handler lands in shared/app (disruption has none yet).
+var functions = map[string]function{
+	"provisioner": {trigger: schedule, handler: func(env *app.Env) lambda.Handler {
+		return lambda.NewHandler(env.ProvisionerHandler())
+	}},
+	"interruption": {trigger: queue, handler: func(env *app.Env) lambda.Handler {
+		return lambda.NewHandler(env.InterruptionHandler())
+	}},
+}
+
+// plannedFunctions are deployed functions without a local handler yet.
+var plannedFunctions = []string{"disruption"}
+
+func functionNames() []string {
+	var out []string
+	for n := range functions {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

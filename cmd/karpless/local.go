@@ -1,0 +1,362 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/karpless/karpless/events"
+	"github.com/karpless/karpless/shared/app"
+	"github.com/karpless/karpless/shared/esm"
+	"github.com/karpless/karpless/shared/localaws"
+)
+
+var localCommand = command{
+	name:    "local",
+	summary: "run Karpless on this machine: a local API server, the AWS emulator, the functions' real handlers",
+	run: func(ctx context.Context, c *cli, args []string) error {
+		return dispatch(ctx, c, "local", localSubcommands, args)
+	},
+}
+
+var localSubcommands []subcommand
+
+func init() {
+	// Assigned here because localUp's usage refers back to the table.
+	localSubcommands = []subcommand{
+		{"up", "[--dir " + DefaultLocalDir + "] [--scheduler] [--controller-manager] [--bootstrap]",
+			"start the API server, the AWS emulator and the fake kubelet in the foreground; Ctrl-C stops everything", localUp},
+		{"tick", "[--dir d] [--timeout 60s] <" + strings.Join(append(functionNames(), plannedFunctions...), "|") + ">",
+			"run one invocation of a function's real handler against the running environment", localTick},
+		{"inject", "[--dir d] <spot-interruption|rebalance|state-change <state>|scheduled-change|capacity-reservation-interruption> <instance-id>...",
+			"put an EventBridge-shaped interruption event in the interruption queue (through the real SQS client)", localInject},
+		{"instances", "[--dir d] [--all]", "list the emulator's instances with their tags and nodes", localInstances},
+		{"fault", "[--dir d] <ice|fleet-error|throttle|server-error|api-error|latency|drop-after-apply|list|clear> [flags]",
+			"inject a fault into the running emulator, list or clear them", localFault},
+	}
+}
+
+func dirFlag(fs interface {
+	String(name, value, usage string) *string
+}) *string {
+	return fs.String("dir", DefaultLocalDir, "the directory of the local environment")
+}
+
+// newRequestID is a random UUID-shaped id for invocations and events.
+func newRequestID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	s := hex.EncodeToString(b)
+	return s[:8] + "-" + s[8:12] + "-" + s[12:16] + "-" + s[16:20] + "-" + s[20:]
+}
+
+// localTick runs one invocation of a function's handler, as Lambda would:
+// the function's identity, its environment, a deadline, a payload.
+func localTick(ctx context.Context, c *cli, args []string) error {
+	fs := flags(c, "karpless local tick", "[flags] <function>")
+	dir := dirFlag(fs)
+	timeout := fs.Duration("timeout", time.Minute, "the invocation's deadline, as the Lambda timeout")
+	window := fs.Duration("watch-window", 0, "how long the provisioner keeps watching pending pods (0 = one pass)")
+	logLevel := fs.String("log-level", "info", "the function's LOG_LEVEL")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return errUsage
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return errUsage
+	}
+	name := pos[0]
+	fn, ok := functions[name]
+	if !ok {
+		for _, p := range plannedFunctions {
+			if p == name {
+				return fmt.Errorf("function %q is not available yet: its handler has not landed in shared/app (register it in cmd/karpless/functions.go); available: %s", name, strings.Join(functionNames(), ", "))
+			}
+		}
+		return fmt.Errorf("unknown function %q; available: %s", name, strings.Join(functionNames(), ", "))
+	}
+	st, err := readState(*dir)
+	if err != nil {
+		return err
+	}
+	// The SDK's config loader reads the process environment, as in Lambda.
+	env := st.awsEnv(name)
+	env["WATCH_WINDOW"], env["LOG_LEVEL"] = window.String(), *logLevel
+	for k, v := range env {
+		if err := os.Setenv(k, v); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	reqID := newRequestID()
+	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{
+		AwsRequestID:       reqID,
+		InvokedFunctionArn: fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s-%s", st.Region, localaws.DefaultAccountID, st.ClusterName, name),
+	})
+	start := time.Now()
+	appEnv, err := app.Load(ctx, os.LookupEnv)
+	if err != nil {
+		return fmt.Errorf("loading the %s function: %w", name, err)
+	}
+	h := fn.handler(appEnv)
+	switch fn.trigger {
+	case schedule:
+		out, err := h.Invoke(ctx, events.NewScheduledTick(reqID, time.Now()))
+		if err != nil {
+			return fmt.Errorf("%s invocation %s failed after %s: %w", name, reqID, time.Since(start).Round(time.Millisecond), err)
+		}
+		c.printf("%s invocation %s done in %s:\n%s\n", name, reqID, time.Since(start).Round(time.Millisecond), indentJSON(out))
+	case queue:
+		m := esm.Mapping{
+			SQS: appEnv.AWS.SQS, QueueURL: st.InterruptionQueueURL, Region: st.Region, BatchSize: 10, VisibilityTimeout: 30 * time.Second,
+			QueueARN: fmt.Sprintf("arn:aws:sqs:%s:%s:%s", st.Region, localaws.DefaultAccountID, st.ClusterName),
+		}
+		var raw []byte
+		o, err := m.PollOnce(ctx, func(ctx context.Context, batch lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
+			payload, err := json.Marshal(batch)
+			if err != nil {
+				return lambdaevents.SQSEventResponse{}, err
+			}
+			out, err := h.Invoke(ctx, payload)
+			if err != nil {
+				return lambdaevents.SQSEventResponse{}, err
+			}
+			raw = out
+			var resp lambdaevents.SQSEventResponse
+			return resp, json.Unmarshal(out, &resp)
+		})
+		if err != nil {
+			return err
+		}
+		if o.Received == 0 {
+			c.printf("the interruption queue is empty: nothing to invoke %s with (Lambda's event source mapping would not either)\n", name)
+			return nil
+		}
+		if o.HandlerErr != nil {
+			return fmt.Errorf("%s invocation %s failed; the batch of %d stays in the queue: %w", name, reqID, o.Received, o.HandlerErr)
+		}
+		c.printf("%s invocation %s done in %s: %d message(s), %d deleted, %d left for retry\n%s\n",
+			name, reqID, time.Since(start).Round(time.Millisecond), o.Received, o.Deleted, o.Failed, indentJSON(raw))
+	}
+	return nil
+}
+
+func indentJSON(b []byte) string {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return string(b)
+	}
+	out, _ := json.MarshalIndent(v, "", "  ")
+	return string(out)
+}
+
+// localInject sends interruption events through SQS, as EventBridge would.
+func localInject(ctx context.Context, c *cli, args []string) error {
+	fs := flags(c, "karpless local inject", "[flags] <kind> [state] <instance-id>...")
+	dir := dirFlag(fs)
+	after := fs.Duration("terminate-after", 2*time.Minute, "for spot and capacity-reservation interruptions: terminate the instances this long after the warning, as EC2 does (0 = leave them running)")
+	code := fs.String("code", "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED", "the AWS Health eventTypeCode of a scheduled change")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return errUsage
+	}
+	if len(pos) < 2 {
+		fs.Usage()
+		return errUsage
+	}
+	kind, ids, state := localaws.EventKind(pos[0]), pos[1:], ""
+	if kind == localaws.EventStateChange {
+		if len(pos) < 3 {
+			return fmt.Errorf("state-change needs a state (pending, running, stopping, stopped, shutting-down, terminated) before the instance ids")
+		}
+		state, ids = pos[1], pos[2:]
+	}
+	for _, id := range ids {
+		if !events.ValidInstanceID(id) {
+			return fmt.Errorf("%q is not an instance id", id)
+		}
+	}
+	st, err := readState(*dir)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	var bodies [][]byte
+	switch kind {
+	case localaws.EventSpotInterruption:
+		for _, id := range ids {
+			bodies = append(bodies, events.NewSpotInterruption(newRequestID(), id, now))
+		}
+	case localaws.EventCapacityReservationInterruption:
+		for _, id := range ids {
+			bodies = append(bodies, events.NewCapacityReservationInterruption(newRequestID(), id, now))
+		}
+	case localaws.EventRebalance:
+		for _, id := range ids {
+			bodies = append(bodies, events.NewRebalanceRecommendation(newRequestID(), id, now))
+		}
+	case localaws.EventStateChange:
+		for _, id := range ids {
+			bodies = append(bodies, events.NewStateChange(newRequestID(), id, state, now))
+		}
+	case localaws.EventScheduledChange:
+		bodies = append(bodies, events.NewScheduledChange(newRequestID(), *code, ids, now))
+	default:
+		return fmt.Errorf("unknown event kind %q (known: %v)", kind, localaws.EventKinds)
+	}
+	op := st.Identities["operator"]
+	client := sqs.NewFromConfig(aws.Config{
+		Region: st.Region, BaseEndpoint: aws.String(st.Endpoint), HTTPClient: localaws.HTTPClient(),
+		Credentials: credentials.NewStaticCredentialsProvider(op.AccessKeyID, op.SecretAccessKey, ""),
+	})
+	for _, b := range bodies {
+		out, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(st.InterruptionQueueURL), MessageBody: aws.String(string(b))})
+		if err != nil {
+			return fmt.Errorf("sending the event: %w", err)
+		}
+		c.printf("sent %s event %s to %s\n", kind, aws.ToString(out.MessageId), st.InterruptionQueueURL)
+	}
+	if (kind == localaws.EventSpotInterruption || kind == localaws.EventCapacityReservationInterruption) && *after > 0 {
+		if err := (localaws.Admin{URL: st.Endpoint}).TerminateAfter(ctx, ids, *after); err != nil {
+			return err
+		}
+		c.printf("the instance(s) will be terminated in %s, as EC2 does after the warning (--terminate-after=0 to keep them)\n", *after)
+	}
+	return nil
+}
+
+// localInstances lists the instances a running emulator has.
+func localInstances(ctx context.Context, c *cli, args []string) error {
+	fs := flags(c, "karpless local instances", "[flags]")
+	dir := dirFlag(fs)
+	all := fs.Bool("all", false, "include terminated instances")
+	if _, err := parse(fs, args); err != nil {
+		return errUsage
+	}
+	st, err := readState(*dir)
+	if err != nil {
+		return err
+	}
+	list, err := (localaws.Admin{URL: st.Endpoint}).Instances(ctx)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "INSTANCE\tTYPE\tZONE\tCAPACITY\tSTATE\tNODE\tTAGS")
+	for _, i := range list {
+		if i.State == localaws.StateTerminated && !*all {
+			continue
+		}
+		var tags []string
+		for _, k := range []string{"karpenter.sh/nodepool", "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass"} {
+			if v, ok := i.Tags[k]; ok {
+				tags = append(tags, k+"="+v)
+			}
+		}
+		sort.Strings(tags)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i.ID, i.InstanceType, i.Zone, i.CapacityType, i.State, orDash(i.NodeName), strings.Join(tags, ","))
+	}
+	return w.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// localFault changes the running emulator's fault rules.
+func localFault(ctx context.Context, c *cli, args []string) error {
+	fs := flags(c, "karpless local fault", "[flags] <kind>")
+	dir := dirFlag(fs)
+	capacityType := fs.String("capacity-type", "", "ice, fleet-error: spot or on-demand (empty = any)")
+	instanceType := fs.String("type", "", "ice, fleet-error: the instance type (empty = any)")
+	zone := fs.String("zone", "", "ice, fleet-error: the zone (empty = any)")
+	action := fs.String("action", "", "the API action (e.g. CreateFleet; empty = any)")
+	code := fs.String("code", "", "fleet-error, api-error: the error code")
+	status := fs.Int("status", 400, "api-error: the HTTP status")
+	count := fs.Int("count", 0, "how many matches the rule serves (0 = until cleared)")
+	latency := fs.Duration("latency", time.Second, "latency: the delay")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return errUsage
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return errUsage
+	}
+	st, err := readState(*dir)
+	if err != nil {
+		return err
+	}
+	a := localaws.Admin{URL: st.Endpoint}
+	var f localaws.Fault
+	switch pos[0] {
+	case "list":
+		list, err := a.Faults(ctx)
+		if err != nil {
+			return err
+		}
+		if len(list) == 0 {
+			c.printf("no faults\n")
+		}
+		for _, f := range list {
+			c.printf("%s\n", f)
+		}
+		return nil
+	case "clear":
+		if err := a.ClearFaults(ctx); err != nil {
+			return err
+		}
+		c.printf("faults cleared\n")
+		return nil
+	case "ice":
+		f = localaws.ICE(*capacityType, *instanceType, *zone)
+	case "fleet-error":
+		f = localaws.FleetError(*code, *capacityType, *instanceType, *zone)
+	case "throttle":
+		f = localaws.Throttle(*action, 0)
+	case "server-error":
+		f = localaws.ServerError(*action, 0)
+	case "api-error":
+		f = localaws.APIError(*action, *code, *status, 0)
+	case "latency":
+		f = localaws.Latency(*action, *latency)
+	case "drop-after-apply":
+		f = localaws.DropAfterApply(*action, 0)
+	default:
+		fs.Usage()
+		return errUsage
+	}
+	f = f.Times(*count)
+	if err := a.Inject(ctx, f); err != nil {
+		return err
+	}
+	c.printf("injected: %s\n", f)
+	return nil
+}
+
+// absDir resolves the environment directory.
+func absDir(dir string) (string, error) {
+	if dir == "" {
+		dir = DefaultLocalDir
+	}
+	return filepath.Abs(dir)
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/karpless/karpless/shared/apis/crds"
+	"github.com/karpless/karpless/shared/bootstrap"
+	"github.com/karpless/karpless/shared/kube"
+	"github.com/karpless/karpless/shared/localaws"
+	"github.com/karpless/karpless/shared/localkube"
+)
+
+// localUp starts a local stand-in of a deployment and keeps it running in
+// the foreground until SIGINT or SIGTERM.
+func localUp(ctx context.Context, c *cli, args []string) error {
+	fs := flags(c, "karpless local up", "[flags]")
+	dirArg := dirFlag(fs)
+	scheduler := fs.Bool("scheduler", true, "run kube-scheduler (binds pods to the emulator's nodes)")
+	controllerManager := fs.Bool("controller-manager", true, "run kube-controller-manager (Deployments, ReplicaSets, DaemonSets, PDB status, garbage collection)")
+	install := fs.Bool("bootstrap", true, "install what the bootstrap function installs: CRDs, the controllers' RBAC, the default NodePool and EC2NodeClass")
+	cluster := fs.String("cluster-name", localaws.DefaultClusterName, "the emulated EKS cluster's name")
+	region := fs.String("region", localaws.DefaultRegion, "the emulated region")
+	addr := fs.String("aws-addr", "127.0.0.1:0", "the emulator's listen address")
+	verbose := fs.Bool("v", false, "log every AWS call")
+	if pos, err := parse(fs, args); err != nil || len(pos) != 0 {
+		return errUsage
+	}
+	dir, err := absDir(*dirArg)
+	if err != nil {
+		return err
+	}
+	if st, err := readState(dir); err == nil {
+		return fmt.Errorf("an environment is already running in %s (process %d); stop it first, or use another --dir", dir, st.PID)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(c.err, &slog.HandlerOptions{Level: level}))
+
+	// The emulator first: the API server authenticates tokens through it.
+	emu, err := localaws.New(localaws.Config{
+		Region: *region, ClusterName: *cluster, StateChangeEvents: true, Addr: *addr, Logger: log.With("component", "localaws"),
+	})
+	if err != nil {
+		return err
+	}
+	defer emu.Close()
+	// Each run starts from an empty cluster: the emulator's instances do
+	// not survive it either.
+	kubeDir := filepath.Join(dir, "kube")
+	if err := os.RemoveAll(kubeDir); err != nil {
+		return err
+	}
+	log.Info("starting the local control plane (etcd, kube-apiserver)", "dir", kubeDir)
+	kc, err := localkube.Start(ctx, localkube.Config{
+		Dir: kubeDir, Scheduler: *scheduler, ControllerManager: *controllerManager,
+		TokenWebhookURL: emu.TokenWebhookURL(), Logger: log.With("component", "localkube"),
+	})
+	if err != nil {
+		return err
+	}
+	defer kc.Stop()
+	clients, err := kube.NewClients(kc.RESTConfig)
+	if err != nil {
+		return err
+	}
+	all, err := crds.All()
+	if err != nil {
+		return err
+	}
+	if err := kube.ApplyCRDs(ctx, clients.APIExtensions, all); err != nil {
+		return err
+	}
+	if *install {
+		res, err := bootstrap.Install(ctx, clients, bootstrap.Options{
+			ClusterName: *cluster, DefaultNodePool: true, NodeRoleName: localaws.NodeRoleName(*cluster), CRDs: all,
+			Log: log.With("component", "bootstrap"),
+		})
+		if err != nil {
+			return fmt.Errorf("bootstrap install: %w", err)
+		}
+		log.Info("bootstrap installed", "applied", len(res.Applied), "created", len(res.Created))
+	}
+	if err := emu.ConnectCluster(clients, "", nil); err != nil {
+		return err
+	}
+	emu.Start(ctx)
+
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := copyFile(kc.Kubeconfig, kubeconfig); err != nil {
+		return err
+	}
+	binDir := filepath.Join(dir, "bin")
+	kubectl, kubectlErr := linkKubectl(binDir)
+	if kubectlErr != nil {
+		log.Warn("no kubectl from the local build; use your own", "err", kubectlErr)
+	}
+	st := localState{
+		PID: os.Getpid(), Started: time.Now().UTC(), Endpoint: emu.URL(), Region: *region, ClusterName: *cluster,
+		InterruptionQueueURL: emu.InterruptionQueueURL(), APIServer: kc.RESTConfig.Host, Kubeconfig: kubeconfig,
+		Identities: map[string]credential{},
+	}
+	for _, id := range emu.Identities() {
+		st.Identities[id.Name] = credential{AccessKeyID: id.AccessKeyID, SecretAccessKey: id.SecretAccessKey}
+	}
+	awsEnvPath := filepath.Join(dir, "aws.env")
+	if err := writeEnvFile(awsEnvPath, st.awsEnv("operator")); err != nil {
+		return err
+	}
+	if err := writeState(dir, st); err != nil {
+		return err
+	}
+	defer os.Remove(statePath(dir))
+
+	c.printf("\nKarpless local environment is up (cluster %s, %s).\n\n", *cluster, *region)
+	c.printf("  Kubernetes API    %s\n  kubeconfig        %s\n", kc.RESTConfig.Host, kubeconfig)
+	c.printf("  AWS emulator      %s (EC2, SSM, SQS, EKS, IAM, STS)\n  AWS environment   %s\n", emu.URL(), awsEnvPath)
+	c.printf("  interruption SQS  %s\n  state             %s\n\n", st.InterruptionQueueURL, statePath(dir))
+	c.printf("In another shell:\n\n")
+	if kubectl != "" {
+		c.printf("  export KUBECONFIG=%s PATH=%s:$PATH\n", kubeconfig, binDir)
+	} else {
+		c.printf("  export KUBECONFIG=%s    # and a kubectl of your own\n", kubeconfig)
+	}
+	c.printf("  set -a; . %s; set +a      # AWS_ENDPOINT_URL and test credentials for the aws CLI or SDKs\n", awsEnvPath)
+	c.printf("  kubectl apply -f your-workload.yaml\n")
+	c.printf("  karpless local tick provisioner --dir %s\n", dir)
+	c.printf("  karpless local instances --dir %s\n", dir)
+	c.printf("  karpless local inject spot-interruption <instance-id> --dir %s\n\n", dir)
+	c.printf("Ctrl-C stops everything.\n")
+
+	<-ctx.Done()
+	c.printf("\nstopping: the AWS emulator, then the control plane...\n")
+	return nil
+}
+
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o600)
+}
+
+// linkKubectl links the kubectl built with the control plane into binDir.
+func linkKubectl(binDir string) (string, error) {
+	src, err := localkube.FindBinDir()
+	if err != nil {
+		return "", err
+	}
+	target := filepath.Join(src, "kubectl")
+	if _, err := os.Stat(target); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return "", err
+	}
+	link := filepath.Join(binDir, "kubectl")
+	if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	return link, os.Symlink(target, link)
+}

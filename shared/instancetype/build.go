@@ -5,6 +5,7 @@ package instancetype
 import (
 	"fmt"
 	"hash/fnv"
+	"strings"
 
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	"github.com/karpless/karpless/shared/catalog"
@@ -52,7 +53,8 @@ func (p Prices) spot(name, zone string, od float64) float64 {
 // and allocatable under its kubelet settings (cfg), a spot and an on-demand
 // offering in each of its subnets' zones, marked unavailable where the
 // capacity-error cache says so (unavailable may be nil). Types without an
-// on-demand price are skipped.
+// on-demand price are skipped; Windows AMI families label nodes
+// kubernetes.io/os=windows. Capacity reservations are not offered here.
 func Build(cat *catalog.Catalog, cfg catalog.NodeConfig, zones []string, prices Prices, unavailable func(capacityType, instanceType, zone string) bool) ([]*scheduling.InstanceType, error) {
 	out := make([]*scheduling.InstanceType, 0, cat.Len())
 	for _, t := range cat.All() {
@@ -65,9 +67,13 @@ func Build(cat *catalog.Catalog, cfg catalog.NodeConfig, zones []string, prices 
 		if err != nil {
 			return nil, fmt.Errorf("building instance types: %w", err)
 		}
+		labels := t.Labels()
+		if strings.HasPrefix(cfg.Family, "Windows") {
+			labels[wellknown.OSLabel] = "windows"
+		}
 		it := &scheduling.InstanceType{
 			Name:        t.Name,
-			Labels:      t.Labels(),
+			Labels:      labels,
 			Capacity:    capacity,
 			Allocatable: alloc,
 			Offerings:   make([]scheduling.Offering, 0, 2*len(zones)),

@@ -90,3 +90,16 @@ func TestFilterByAMIs(t *testing.T) {
 		t.Fatalf("zones %v", z)
 	}
 }
+
+func TestBuildWindows(t *testing.T) {
+	cat, _ := catalog.Load()
+	types, err := Build(cat, catalog.NodeConfig{Family: catalog.FamilyWindows2022}, []string{"z"}, Prices{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range types {
+		if it.Labels[wellknown.OSLabel] != "windows" {
+			t.Fatalf("%s os=%s", it.Name, it.Labels[wellknown.OSLabel])
+		}
+	}
+}

@@ -160,7 +160,8 @@ type NewNodeClaim struct {
 	Requests corev1.ResourceList
 	Pods     []*corev1.Pod
 	// InstanceTypes are every type that fits, ordered by the price of their
-	// cheapest available compatible offering (at most 600).
+	// cheapest available compatible offering, GPU/accelerator/metal types
+	// after all others (at most Options.MaxInstanceTypes, 600).
 	InstanceTypes []*InstanceType
 	// MinValuesRelaxed is set when minValues could not be kept (BestEffort).
 	MinValuesRelaxed bool

@@ -184,15 +184,22 @@ func (l *launcher) offerings(nc *karpv1.NodeClaim, view *classView) (string, []i
 		}
 		return offs[i].Zone < offs[j].Zone
 	})
+	// CreateFleet offers at most instance.MaxInstanceTypes types, the
+	// cheapest; launch templates are only needed for those.
 	var types []*scheduling.InstanceType
 	seen := map[string]bool{}
+	kept := offs[:0:0]
 	for _, o := range offs {
 		if !seen[o.InstanceType] {
+			if len(types) == instance.MaxInstanceTypes {
+				continue
+			}
 			seen[o.InstanceType] = true
 			types = append(types, typeOf[o.InstanceType])
 		}
+		kept = append(kept, o)
 	}
-	return ct, offs, types
+	return ct, kept, types
 }
 
 func cmpFloat(a, b float64) int {

@@ -60,9 +60,11 @@ func (p *Provisioner) Run(ctx context.Context, holder string) (Summary, error) {
 		}
 	}()
 
-	deadline := p.deadline(ctx, start)
-	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-p.Config.DeadlineMargin))
+		defer cancel()
+	}
 
 	inv := &invocation{resolved: map[string]bool{}}
 	var sum Summary
@@ -73,7 +75,10 @@ func (p *Provisioner) Run(ctx context.Context, holder string) (Summary, error) {
 		errs = append(errs, err)
 	}
 	if r.work && p.Config.WatchWindow > 0 {
-		if err := p.watch(ctx, l, inv, &sum); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		wctx, cancel := context.WithDeadline(ctx, p.deadline(ctx, start))
+		err := p.watch(wctx, l, inv, &sum)
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			errs = append(errs, err)
 		}
 	}
@@ -129,13 +134,12 @@ func (p *Provisioner) PassWithLease(ctx context.Context, holder string, wait tim
 }
 
 // deadline is the end of the watch window: the window's length after start,
-// but never later than the invocation's deadline minus the margin.
+// but never later than the invocation's deadline (ctx already carries the
+// margin).
 func (p *Provisioner) deadline(ctx context.Context, start time.Time) time.Time {
 	end := start.Add(p.Config.WatchWindow)
-	if d, ok := ctx.Deadline(); ok {
-		if limit := d.Add(-p.Config.DeadlineMargin); limit.Before(end) {
-			end = limit
-		}
+	if d, ok := ctx.Deadline(); ok && d.Before(end) {
+		end = d
 	}
 	return end
 }

@@ -1,4 +1,4 @@
-package eksauth_test
+package integration
 
 import (
 	"bytes"

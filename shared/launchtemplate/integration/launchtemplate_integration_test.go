@@ -1,4 +1,4 @@
-package launchtemplate_test
+package integration
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package nodeclass_test
+package integration
 
 import (
 	"context"

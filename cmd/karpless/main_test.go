@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/karpless/karpless/shared/kube"
+	"github.com/karpless/karpless/shared/localkube"
+)
+
+func runCLI(ctx context.Context, args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(ctx, &cli{out: &out, err: &errb}, args)
+	return code, out.String(), errb.String()
+}
+
+func TestDispatch(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string // in stdout or stderr
+	}{
+		{nil, 2, "usage: karpless <command>"},
+		{[]string{"help"}, 0, "local"},
+		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{[]string{"local"}, 2, "usage: karpless local <subcommand>"},
+		{[]string{"local", "nope"}, 2, `unknown subcommand "nope"`},
+		{[]string{"local", "tick"}, 2, "usage: karpless local tick"},
+		{[]string{"local", "tick", "disruption", "--dir", dir}, 1, `function "disruption" is not available yet`},
+		{[]string{"local", "tick", "--dir", dir, "teleporter"}, 1, `unknown function "teleporter"`},
+		{[]string{"local", "tick", "provisioner", "--dir", dir}, 1, "no local environment in " + dir},
+		{[]string{"local", "instances", "--dir", dir}, 1, "karpless local up --dir " + dir},
+		{[]string{"local", "inject", "spot-interruption", "not-an-id", "--dir", dir}, 1, `"not-an-id" is not an instance id`},
+		{[]string{"local", "inject", "state-change", "i-0123456789abcdef0", "--dir", dir}, 1, "state-change needs a state"},
+		{[]string{"local", "fault", "--dir", dir}, 2, "usage: karpless local fault"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errs := runCLI(ctx, tc.args...)
+			if code != tc.code || !strings.Contains(out+errs, tc.want) {
+				t.Errorf("exit %d, want %d; output:\n%s%s\nwant it to contain %q", code, tc.code, out, errs, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseInterleaved(t *testing.T) {
+	fs := flags(&cli{out: &bytes.Buffer{}, err: &bytes.Buffer{}}, "x", "")
+	dir := fs.String("dir", "", "")
+	pos, err := parse(fs, []string{"state-change", "--dir", "d", "stopping", "i-1", "--", "-odd"})
+	if err != nil || *dir != "d" || !slices.Equal(pos, []string{"state-change", "stopping", "i-1", "-odd"}) {
+		t.Errorf("parse: %v %q %v", pos, *dir, err)
+	}
+}
+
+func TestStaleState(t *testing.T) {
+	dir := t.TempDir()
+	if err := writeState(dir, localState{PID: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readState(dir); err == nil || !strings.Contains(err.Error(), "not running") {
+		t.Errorf("stale state: %v", err)
+	}
+}
+
+// TestLocalUp drives the CLI the way a person or an acceptance test does:
+// up in the foreground, a workload, a provisioner tick, the emulator's
+// instances, an interruption, an interruption tick, Ctrl-C.
+func TestLocalUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts a control plane")
+	}
+	if _, err := localkube.FindBinDir(); err != nil {
+		if os.Getenv("KARPLESS_REQUIRE_KUBE") == "1" || !errors.Is(err, localkube.ErrNotBuilt) {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	upDone := make(chan string, 1)
+	go func() {
+		code, out, errs := runCLI(ctx, "local", "up", "--dir", dir, "--controller-manager=false")
+		upDone <- strings.Join([]string{"exit " + strconv.Itoa(code), out, errs}, "\n")
+	}()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := readState(dir); err == nil {
+			break
+		}
+		select {
+		case out := <-upDone:
+			t.Fatalf("local up ended early:\n%s", out)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("local up did not come up in 2 minutes")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, f := range []string{"kubeconfig", "aws.env", "state.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	env, _ := os.ReadFile(filepath.Join(dir, "aws.env"))
+	for _, k := range []string{"AWS_ENDPOINT_URL=http://127.0.0.1:", "AWS_REGION=us-west-2", "AWS_ACCESS_KEY_ID=AKIA", "CLUSTER_NAME=karpless-local", "INTERRUPTION_QUEUE_URL=http://"} {
+		if !strings.Contains(string(env), k) {
+			t.Errorf("aws.env lacks %s:\n%s", k, env)
+		}
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := kube.NewClients(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kc.NodePools.Get(ctx, "default", metav1.GetOptions{}); err != nil {
+		t.Errorf("the default NodePool was not installed: %v", err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "inflate", Namespace: "default"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+		}}}},
+	}
+	if _, err := kc.Core.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The scheduler marks the pod unschedulable; the provisioner sees it.
+	time.Sleep(2 * time.Second)
+	code, out, errs := runCLI(ctx, "local", "tick", "provisioner", "--dir", dir, "--log-level", "warn")
+	if code != 0 || !strings.Contains(out, `"launched": 1`) {
+		t.Fatalf("tick provisioner: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = runCLI(ctx, "local", "instances", "--dir", dir)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 2 || !strings.Contains(lines[1], "karpenter.sh/nodepool=default") {
+		t.Fatalf("instances: exit %d\n%s\n%s", code, out, errs)
+	}
+	id := strings.Fields(lines[1])[0]
+	code, out, errs = runCLI(ctx, "local", "inject", "rebalance", id, "--dir", dir)
+	if code != 0 || !strings.Contains(out, "sent rebalance event") {
+		t.Fatalf("inject: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = runCLI(ctx, "local", "tick", "interruption", "--dir", dir, "--log-level", "warn")
+	if code != 0 || !strings.Contains(out, "deleted") {
+		t.Fatalf("tick interruption: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = runCLI(ctx, "local", "fault", "ice", "--type", "m5.large", "--dir", dir)
+	if code != 0 || !strings.Contains(out, "InsufficientInstanceCapacity") {
+		t.Fatalf("fault: exit %d\n%s\n%s", code, out, errs)
+	}
+	// A second up in the same directory refuses.
+	code, _, errs = runCLI(ctx, "local", "up", "--dir", dir)
+	if code != 1 || !strings.Contains(errs, "already running") {
+		t.Errorf("second up: exit %d %s", code, errs)
+	}
+
+	cancel()
+	select {
+	case out := <-upDone:
+		if !strings.Contains(out, "stopping") {
+			t.Errorf("up output:\n%s", out)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("local up did not stop")
+	}
+	if _, err := os.Stat(statePath(dir)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state.json left behind: %v", err)
+	}
+}

@@ -160,7 +160,7 @@ func (e *Emulator) lookupInstances(ids []string) ([]*instance, *apiError) {
 			return nil, errorf(400, "InvalidInstanceID.Malformed", "Invalid id: \"%s\"", id)
 		}
 		i, ok := e.world.instByID[id]
-		if !ok || i.hidden {
+		if !ok || i.hidden || e.lagging(i) {
 			missing = append(missing, id)
 			continue
 		}
@@ -250,7 +250,7 @@ func (e *Emulator) describeInstances(r *request) (any, *apiError) {
 	filters := parseFilters(r.params)
 	var matched []*instance
 	for _, i := range candidates {
-		if i.hidden {
+		if i.hidden || e.lagging(i) {
 			continue
 		}
 		ok, err := matchFilters(filters, e.instanceFields(i), i.Tags)
@@ -277,6 +277,11 @@ func (e *Emulator) describeInstances(r *request) (any, *apiError) {
 		resp.Reservations[k].Instances = append(resp.Reservations[k].Instances, e.xmlInstance(i))
 	}
 	return resp, nil
+}
+
+// lagging reports that a new instance is not visible yet (Config.DescribeLag).
+func (e *Emulator) lagging(i *instance) bool {
+	return e.cfg.DescribeLag > 0 && e.now().Before(i.LaunchTime.Add(e.cfg.DescribeLag))
 }
 
 // requesterOf is the service that launched an instance for the caller.
@@ -487,7 +492,7 @@ func (e *Emulator) describeInstanceStatus(r *request) (any, *apiError) {
 	filters := parseFilters(r.params)
 	var matched []*instance
 	for _, i := range candidates {
-		if i.hidden || (!all && i.State != StateRunning) {
+		if i.hidden || e.lagging(i) || (!all && i.State != StateRunning) {
 			continue
 		}
 		get := func(name string) ([]string, bool) {

@@ -310,3 +310,16 @@ func TestRunInstancesAndStatus(t *testing.T) {
 		t.Errorf("DescribeInstanceStatus: %+v %v", st, err)
 	}
 }
+
+func TestDescribeLag(t *testing.T) {
+	e, clk := newTestEmulator(t, func(c *Config) { c.DescribeLag = 2 * time.Second })
+	c := ec2Client(t, e)
+	ctx := context.Background()
+	id := launchN(t, e, c, createLT(t, c, e, "karpenter.k8s.aws/lag"), 1, "on-demand")[0]
+	_, err := c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	wantCode(t, err, "InvalidInstanceID.NotFound")
+	clk.Step(2 * time.Second)
+	if _, err := c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}}); err != nil {
+		t.Errorf("after the lag: %v", err)
+	}
+}

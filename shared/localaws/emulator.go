@@ -71,6 +71,11 @@ type Config struct {
 	// TerminatedRetention is how long terminated instances stay visible to
 	// DescribeInstances, as in EC2 (default 1h). Instances() keeps them.
 	TerminatedRetention time.Duration
+	// DescribeLag makes new instances invisible to DescribeInstances and
+	// DescribeInstanceStatus (InvalidInstanceID.NotFound by id) for this long
+	// after launch: EC2's eventual consistency, which callers must retry
+	// through (default 0).
+	DescribeLag time.Duration
 	// PodGracePeriodCap caps the termination grace period the fake kubelet
 	// honours before removing a deleted pod (default 5s on the clock).
 	PodGracePeriodCap time.Duration

@@ -279,6 +279,7 @@ func applyCRDs(ctx context.Context, c *kube.Clients, o Options, r *Result) error
 	if err != nil {
 		return err
 	}
+	api := c.APIExtensions.ApiextensionsV1().CustomResourceDefinitions()
 	labelled := make([]*apiextensionsv1.CustomResourceDefinition, len(all))
 	for i, crd := range all {
 		cp := crd.DeepCopy()
@@ -286,7 +287,15 @@ func applyCRDs(ctx context.Context, c *kube.Clients, o Options, r *Result) error
 			cp.Labels = map[string]string{}
 		}
 		cp.Labels[ManagedByLabel] = ManagedByValue
+		if cp.Spec.Conversion == nil {
+			// Owned explicitly, so that applying it replaces the
+			// conversion webhook an older Karpenter chart set.
+			cp.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+		}
 		labelled[i] = cp
+		if err := dropConversionWebhook(ctx, api, cp); err != nil {
+			return err
+		}
 	}
 	if err := kube.ApplyCRDs(ctx, c.APIExtensions, labelled); err != nil {
 		return err
@@ -295,6 +304,37 @@ func applyCRDs(ctx context.Context, c *kube.Clients, o Options, r *Result) error
 		r.add(&r.Applied, "CustomResourceDefinition", "", crd.Name)
 	}
 	return nil
+}
+
+// dropConversionWebhook clears a conversion webhook the installed CRD has
+// and want has not (Karpenter's v1.0 chart converted v1beta1 through its
+// own service, which is gone once the chart is uninstalled). Applying
+// strategy None alone cannot do it: the webhook settings belong to the
+// chart's field manager, and None with a webhook left is invalid.
+func dropConversionWebhook(ctx context.Context, api crdClient, want *apiextensionsv1.CustomResourceDefinition) error {
+	if want.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
+		return nil
+	}
+	got, err := api.Get(ctx, want.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if got.Spec.Conversion == nil || got.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter {
+		return nil
+	}
+	patch := []byte(`{"spec":{"conversion":{"strategy":"None","webhook":null}}}`)
+	if _, err := api.Patch(ctx, want.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
+		return fmt.Errorf("removing the conversion webhook of CRD %s: %w", want.Name, err)
+	}
+	return nil
+}
+
+type crdClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*apiextensionsv1.CustomResourceDefinition, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*apiextensionsv1.CustomResourceDefinition, error)
 }
 
 // managesNamespace: kube-system and default always exist and are never

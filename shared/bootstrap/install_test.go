@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -475,4 +476,41 @@ func TestOptionsValidate(t *testing.T) {
 			t.Errorf("Validate(%+v) = %v, want %q", tc.o, err, tc.want)
 		}
 	}
+}
+
+// TestInstallDropsAConversionWebhook: CRDs left by an old Karpenter chart
+// may convert through a webhook whose service is gone; Install takes the
+// field over and sets the strategy to None.
+func TestInstallDropsAConversionWebhook(t *testing.T) {
+	e := kubetest.Need(t, env)
+	c := e.Clients
+	reset(t, c)
+	ctx := testCtx(t)
+	all, err := crds.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := all[0].DeepCopy()
+	port := int32(8443)
+	old.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
+		Strategy: apiextensionsv1.WebhookConverter,
+		Webhook: &apiextensionsv1.WebhookConversion{
+			ClientConfig:             &apiextensionsv1.WebhookClientConfig{Service: &apiextensionsv1.ServiceReference{Namespace: "karpenter", Name: "karpenter", Port: &port}},
+			ConversionReviewVersions: []string{"v1"},
+		},
+	}
+	if _, err := c.APIExtensions.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, old, metav1.CreateOptions{FieldManager: "helm"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Install(ctx, c, defaultOpts()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.APIExtensions.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, old.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conv := got.Spec.Conversion; conv == nil || conv.Strategy != apiextensionsv1.NoneConverter || conv.Webhook != nil {
+		t.Errorf("conversion = %+v", conv)
+	}
+	checkInstalled(t, c, defaultOpts())
 }

@@ -1,7 +1,5 @@
 package scheduling
 
-import "math/bits"
-
 // bitset is a fixed-size set of small integers (instance-type positions).
 type bitset []uint64
 
@@ -18,7 +16,6 @@ func fullBitset(n int) bitset {
 func (b bitset) set(i int)         { b[i>>6] |= 1 << (uint(i) & 63) }
 func (b bitset) clear(i int)       { b[i>>6] &^= 1 << (uint(i) & 63) }
 func (b bitset) has(i int) bool    { return b[i>>6]&(1<<(uint(i)&63)) != 0 }
-func (b bitset) clone() bitset     { return append(bitset(nil), b...) }
 func (b bitset) copyFrom(o bitset) { copy(b, o) }
 
 func (b bitset) empty() bool {
@@ -28,14 +25,6 @@ func (b bitset) empty() bool {
 		}
 	}
 	return true
-}
-
-func (b bitset) count() int {
-	n := 0
-	for _, w := range b {
-		n += bits.OnesCount64(w)
-	}
-	return n
 }
 
 // and stores a AND o into b (b may alias a).
@@ -55,42 +44,12 @@ func (b bitset) subsetOf(o bitset) bool {
 	return true
 }
 
-func (b bitset) equal(o bitset) bool {
-	for i, w := range b {
-		if w != o[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// intersects reports whether b and o share an element.
-func (b bitset) intersects(o bitset) bool {
-	for i, w := range b {
-		if w&o[i] != 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// each calls f for every element in ascending order.
-func (b bitset) each(f func(int)) {
-	for i, w := range b {
-		for w != 0 {
-			t := bits.TrailingZeros64(w)
-			f(i<<6 | t)
-			w &= w - 1
-		}
-	}
-}
-
 // mask helpers for zones (at most 64) and capacity types.
 func maskHas(m uint64, i int) bool { return m&(1<<uint(i)) != 0 }
 
 func maskEach(m uint64, f func(int)) {
 	for m != 0 {
-		t := bits.TrailingZeros64(m)
+		t := trailing(m)
 		f(t)
 		m &= m - 1
 	}

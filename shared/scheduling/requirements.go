@@ -98,10 +98,6 @@ func sortedUnique(values []string) []string {
 	return slices.Compact(out)
 }
 
-// Exists reports whether the requirement allows any value at all (it is
-// Exists, NotIn or a bound).
-func (r *Requirement) isComplement() bool { return r.complement }
-
 // Operator is the node-selector operator that describes the set best.
 func (r *Requirement) Operator() corev1.NodeSelectorOperator {
 	if r.complement {

@@ -152,16 +152,6 @@ func fits(req, avail []int64) bool {
 	return true
 }
 
-// fitsSum reports whether a+b fits into avail in every dimension.
-func fitsSum(a, b, avail []int64) bool {
-	for i, x := range a {
-		if x+b[i] > avail[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // firstShort returns the first dimension where req exceeds avail, or -1.
 func firstShort(req, avail []int64) int {
 	for i, r := range req {

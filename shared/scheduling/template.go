@@ -3,6 +3,7 @@ package scheduling
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"sort"
 
@@ -135,14 +136,7 @@ type compiled struct {
 	host  *Requirement
 }
 
-func trailing(m uint64) int {
-	n := 0
-	for m&1 == 0 {
-		m >>= 1
-		n++
-	}
-	return n
-}
+func trailing(m uint64) int { return bits.TrailingZeros64(m) }
 
 // typeKeys are the label keys whose value is fixed by the instance type.
 func (s *solver) isTypeKey(k string) bool { return s.typeKeys[k] }

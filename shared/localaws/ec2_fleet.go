@@ -432,7 +432,14 @@ func archName(a string) string {
 	return "x86_64"
 }
 
-// unoffered reports that a type is not offered in a zone.
+// SetUnoffered replaces Config.Unoffered (nil restores the default).
+func (e *Emulator) SetUnoffered(f func(instanceType, zone string) bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.cfg.Unoffered = f
+}
+
+// unoffered reports that a type is not offered in a zone; callers hold e.mu.
 func (e *Emulator) unoffered(instanceType, zone string) bool {
 	if e.cfg.Unoffered != nil {
 		return e.cfg.Unoffered(instanceType, zone)

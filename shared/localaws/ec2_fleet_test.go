@@ -169,7 +169,7 @@ func TestCreateFleet(t *testing.T) {
 		{
 			name: "type not offered in the zone",
 			setup: func(t *testing.T, e *Emulator) {
-				e.cfg.Unoffered = func(it, z string) bool { return it == "m5.large" && z == "us-west-2c" }
+				e.SetUnoffered(func(it, z string) bool { return it == "m5.large" && z == "us-west-2c" })
 			},
 			input: func(t *testing.T, e *Emulator, lt string) *ec2.CreateFleetInput {
 				return fleetInput(t, e, lt, "on-demand", []string{"m5.large"}, []string{"us-west-2c"})

@@ -235,7 +235,11 @@ func New(cfg Config) (*Emulator, error) {
 func (e *Emulator) URL() string { return e.url }
 
 // Config returns the effective configuration (defaults applied).
-func (e *Emulator) Config() Config { return e.cfg }
+func (e *Emulator) Config() Config {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cfg
+}
 
 // Region of the emulated account.
 func (e *Emulator) Region() string { return e.cfg.Region }

@@ -46,10 +46,15 @@ func (e *Emulator) Step(ctx context.Context) error {
 		inst *instance
 		node *corev1.Node
 	}
+	type gone struct {
+		inst            *instance
+		node, id, state string
+	}
 	var joins []join
-	var readies, gones []*instance
+	var readies []*instance
+	var gones []gone
 	ours := map[string]*instance{}
-	gone := map[string]bool{}
+	goneNodes := map[string]bool{}
 	if kc != nil {
 		for _, i := range e.world.instances {
 			alive := i.State == StateRunning
@@ -59,13 +64,13 @@ func (e *Emulator) Step(ctx context.Context) error {
 			case i.nodeState == nodeRegistered && alive && !now.Before(i.nodeAt.Add(e.cfg.ReadyDelay)):
 				readies = append(readies, i)
 			case (i.nodeState == nodeRegistered || i.nodeState == nodeReady) && !alive && i.State != StatePending:
-				gones = append(gones, i)
+				gones = append(gones, gone{i, i.NodeName, i.ID, i.State})
 			}
 			switch {
 			case i.NodeName != "" && (i.nodeState == nodeRegistered || i.nodeState == nodeReady) && alive:
 				ours[i.NodeName] = i
 			case i.NodeName != "" && !alive:
-				gone[i.NodeName] = true
+				goneNodes[i.NodeName] = true
 			}
 		}
 	}
@@ -86,18 +91,18 @@ func (e *Emulator) Step(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, i := range gones {
-		err := kc.Core.CoreV1().Nodes().Delete(ctx, i.NodeName, metav1.DeleteOptions{})
+	for _, g := range gones {
+		err := kc.Core.CoreV1().Nodes().Delete(ctx, g.node, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("deleting node %s: %w", i.NodeName, err))
+			errs = append(errs, fmt.Errorf("deleting node %s: %w", g.node, err))
 			continue
 		}
 		e.mu.Lock()
-		i.nodeState = nodeGone
+		g.inst.nodeState = nodeGone
 		e.mu.Unlock()
-		e.log.Info("node removed", "node", i.NodeName, "instance", i.ID, "state", i.State)
+		e.log.Info("node removed", "node", g.node, "instance", g.id, "state", g.state)
 	}
-	if err := e.syncPods(ctx, kc, now, ours, gone); err != nil {
+	if err := e.syncPods(ctx, kc, now, ours, goneNodes); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

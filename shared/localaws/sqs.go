@@ -413,7 +413,9 @@ func (e *Emulator) sqsReceiveMessage(r *request) (any, *apiError) {
 	}
 	if len(out) == 0 && wait > 0 && !r.final {
 		r.retry.wake = e.wake
-		r.retry.deadline = time.Now().Add(min(time.Duration(wait)*time.Second, e.cfg.LongPollCap))
+		if r.retry.deadline.IsZero() {
+			r.retry.deadline = time.Now().Add(min(time.Duration(wait)*time.Second, e.cfg.LongPollCap))
+		}
 		return nil, nil
 	}
 	return map[string]any{"Messages": out}, nil

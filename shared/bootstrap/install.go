@@ -542,44 +542,31 @@ func deleteDefaults(ctx context.Context, c *kube.Clients, o Options, r *Result) 
 // NodeClaim and EC2NodeClass. Finalizers are left to the controllers:
 // removing them would leak the instances and instance profiles behind.
 func deleteUserObjects(ctx context.Context, c *kube.Clients, o Options, r *Result) error {
-	type kind struct {
+	kinds := []struct {
 		name string
 		del  func(context.Context, metav1.DeleteOptions, metav1.ListOptions) error
-		left func(context.Context) ([]metav1.Object, error)
-	}
-	kinds := []kind{
+		list func(context.Context) ([]metav1.Object, error)
+	}{
 		{"NodePool", c.NodePools.DeleteCollection, func(ctx context.Context) ([]metav1.Object, error) {
 			l, err := c.NodePools.List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return nil, err
 			}
-			out := make([]metav1.Object, len(l.Items))
-			for i := range l.Items {
-				out[i] = &l.Items[i]
-			}
-			return out, nil
+			return metas(l.Items), nil
 		}},
 		{"NodeClaim", c.NodeClaims.DeleteCollection, func(ctx context.Context) ([]metav1.Object, error) {
 			l, err := c.NodeClaims.List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return nil, err
 			}
-			out := make([]metav1.Object, len(l.Items))
-			for i := range l.Items {
-				out[i] = &l.Items[i]
-			}
-			return out, nil
+			return metas(l.Items), nil
 		}},
 		{"EC2NodeClass", c.EC2NodeClasses.DeleteCollection, func(ctx context.Context) ([]metav1.Object, error) {
 			l, err := c.EC2NodeClasses.List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return nil, err
 			}
-			out := make([]metav1.Object, len(l.Items))
-			for i := range l.Items {
-				out[i] = &l.Items[i]
-			}
-			return out, nil
+			return metas(l.Items), nil
 		}},
 	}
 	for _, k := range kinds {
@@ -590,7 +577,7 @@ func deleteUserObjects(ctx context.Context, c *kube.Clients, o Options, r *Resul
 			return fmt.Errorf("deleting all %ss: %w", k.name, err)
 		}
 		r.add(&r.Deleted, k.name, "", "*")
-		left, err := k.left(ctx)
+		left, err := k.list(ctx)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
@@ -599,6 +586,17 @@ func deleteUserObjects(ctx context.Context, c *kube.Clients, o Options, r *Resul
 		}
 	}
 	return nil
+}
+
+func metas[T any, PT interface {
+	*T
+	metav1.Object
+}](items []T) []metav1.Object {
+	out := make([]metav1.Object, len(items))
+	for i := range items {
+		out[i] = PT(&items[i])
+	}
+	return out
 }
 
 func deleteCRDs(ctx context.Context, c *kube.Clients, o Options, r *Result) error {

@@ -22,6 +22,7 @@ import (
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/kube/kubetest"
+	"github.com/karpless/karpless/shared/wellknown"
 )
 
 var env *kubetest.Env
@@ -317,9 +318,36 @@ func TestUninstallKeepsCRDsUnlessAsked(t *testing.T) {
 		t.Errorf("user NodePool: %v", err)
 	}
 
+	// A NodeClaim whose instance no controller terminated keeps its
+	// finalizer: Uninstall reports it and does not remove the finalizer.
+	claim, err := c.NodeClaims.Create(ctx, &karpv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "claim-1", Finalizers: []string{wellknown.TerminationFinalizer}},
+		Spec: karpv1.NodeClaimSpec{
+			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: "kubernetes.io/arch", Operator: "In", Values: []string{"amd64"}}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	o := defaultOpts()
 	o.RemoveUserObjects = true
+	res, err := Uninstall(ctx, c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(res.Left, func(s string) bool { return strings.HasPrefix(s, "NodeClaim/claim-1 (terminating") }) {
+		t.Errorf("Left = %v", res.Left)
+	}
 	if _, err := Uninstall(ctx, c, o); err != nil {
+		t.Fatalf("Uninstall again with a NodeClaim stuck on its finalizer: %v", err)
+	}
+	got, err := c.NodeClaims.Get(ctx, claim.Name, metav1.GetOptions{})
+	if err != nil || got.DeletionTimestamp == nil || len(got.Finalizers) != 1 {
+		t.Fatalf("NodeClaim: %v %+v", err, got)
+	}
+	got.Finalizers = nil // what the disruption function would do
+	if _, err := c.NodeClaims.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, crd := range all {

@@ -18,8 +18,9 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// ConfigMapName holds the marks: key "<capacity-type>:<instance-type>:<zone>",
-// value the RFC 3339 time the mark expires.
+// ConfigMapName holds the marks: key "<capacity-type>_<instance-type>_<zone>"
+// (ConfigMap keys allow only [-._a-zA-Z0-9]), value the RFC 3339 time the
+// mark expires.
 const ConfigMapName = "karpless-unavailable-offerings"
 
 // Cache is a snapshot of the marks plus the ones added in this invocation.
@@ -159,18 +160,21 @@ func decode(data map[string]string, now time.Time) map[string]time.Time {
 	out := map[string]time.Time{}
 	for k, v := range data {
 		t, err := time.Parse(time.RFC3339, v)
-		if err != nil || !t.After(now) || strings.Count(k, ":") != 2 {
+		parts := strings.Split(k, "_")
+		if err != nil || !t.After(now) || len(parts) != 3 {
 			continue
 		}
-		out[k] = t
+		out[Key(parts[0], parts[1], parts[2])] = t
 	}
 	return out
 }
 
+// encode stores marks under ConfigMap-safe keys: no capacity type,
+// instance type or zone name contains "_".
 func encode(m map[string]time.Time) map[string]string {
 	out := make(map[string]string, len(m))
 	for k, v := range m {
-		out[k] = v.UTC().Format(time.RFC3339)
+		out[strings.ReplaceAll(k, ":", "_")] = v.UTC().Format(time.RFC3339)
 	}
 	return out
 }

@@ -2,19 +2,28 @@ package ice
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/karpless/karpless/shared/kube/kubetest"
 )
 
+var env *kubetest.Env
+
+func TestMain(m *testing.M) { os.Exit(kubetest.Run(m, &env, kubetest.Options{NoCRDs: true})) }
+
+// The marks are tested against a real API server: it validates ConfigMap
+// keys, which a fake client does not.
 func TestMarksSurviveInvocationsAndExpire(t *testing.T) {
 	ctx := context.Background()
-	client := fake.NewClientset()
+	e := kubetest.Need(t, env)
+	client, ns := e.Clients.Core, e.Namespace(t)
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	first, err := Load(ctx, client.CoreV1(), "kube-system", 3*time.Minute, clk)
+	first, err := Load(ctx, client.CoreV1(), ns, 3*time.Minute, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,8 +37,8 @@ func TestMarksSurviveInvocationsAndExpire(t *testing.T) {
 
 	// A second invocation, concurrently, marks something else from its own
 	// (older) view: both marks must survive.
-	second, _ := Load(ctx, client.CoreV1(), "kube-system", 3*time.Minute, clk)
-	other, _ := Load(ctx, client.CoreV1(), "kube-system", 3*time.Minute, clk)
+	second, _ := Load(ctx, client.CoreV1(), ns, 3*time.Minute, clk)
+	other, _ := Load(ctx, client.CoreV1(), ns, 3*time.Minute, clk)
 	second.Mark("spot", "c5.large", "us-west-2b", "InsufficientInstanceCapacity")
 	other.Mark("on-demand", "p5.48xlarge", "us-west-2c", "InsufficientInstanceCapacity")
 	if err := second.Save(ctx); err != nil {
@@ -38,13 +47,13 @@ func TestMarksSurviveInvocationsAndExpire(t *testing.T) {
 	if err := other.Save(ctx); err != nil {
 		t.Fatal(err)
 	}
-	third, _ := Load(ctx, client.CoreV1(), "kube-system", 3*time.Minute, clk)
+	third, _ := Load(ctx, client.CoreV1(), ns, 3*time.Minute, clk)
 	if got := third.Entries(); len(got) != 3 {
 		t.Fatalf("entries after concurrent saves = %v, want 3", got)
 	}
 
 	clk.Step(3*time.Minute + time.Second)
-	later, _ := Load(ctx, client.CoreV1(), "kube-system", 3*time.Minute, clk)
+	later, _ := Load(ctx, client.CoreV1(), ns, 3*time.Minute, clk)
 	if later.Unavailable("spot", "m5.large", "us-west-2a") || len(later.Entries()) != 0 {
 		t.Fatal("marks did not expire after the TTL")
 	}
@@ -52,7 +61,7 @@ func TestMarksSurviveInvocationsAndExpire(t *testing.T) {
 	if err := later.Save(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cm, _ := client.CoreV1().ConfigMaps("kube-system").Get(ctx, ConfigMapName, metav1.GetOptions{})
+	cm, _ := client.CoreV1().ConfigMaps(ns).Get(ctx, ConfigMapName, metav1.GetOptions{})
 	if len(cm.Data) != 1 {
 		t.Fatalf("expired marks were not pruned on save: %v", cm.Data)
 	}

@@ -249,4 +249,3 @@ func TestKilledTickThenFreshTick(t *testing.T) {
 		}
 	}
 }
-

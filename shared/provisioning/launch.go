@@ -127,6 +127,11 @@ func (l *launcher) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.No
 			// tagged and will be adopted once EC2 lists it.
 			l.p.Log.Info("launch already requested; waiting for the instance to be listed", "nodeclaim", nc.Name)
 			return nil, nil
+		case awserr.Code(err) == "InvalidLaunchTemplateName.NotFoundException":
+			// Garbage collection removed a template Ensure had just found:
+			// ensure again (EC2 recorded nothing for this token).
+			l.p.Log.Info("launch template vanished; ensuring it again", "nodeclaim", nc.Name)
+			continue
 		case errors.Is(err, instance.ErrNoCapacity):
 			attempt++
 			if err := l.setAttempt(ctx, nc, attempt); err != nil {

@@ -14,6 +14,10 @@ import (
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/app"
+	"github.com/karpless/karpless/shared/config"
+	"github.com/karpless/karpless/shared/ice"
+	"github.com/karpless/karpless/shared/pricing"
+	"github.com/karpless/karpless/shared/provisioning"
 	"github.com/karpless/karpless/shared/kube/kubetest"
 	"github.com/karpless/karpless/shared/lifecycle"
 	"github.com/karpless/karpless/shared/localaws"
@@ -169,6 +173,9 @@ func (w *world) assertNoLeaks() {
 func cleanupCluster(t *testing.T, w *world) {
 	t.Cleanup(func() {
 		ctx := context.Background()
+		// No kube-controller-manager runs here, so a deleted namespace never
+		// empties: remove the pods, or the next test would provision for them.
+		_ = w.e.Clients.Core.CoreV1().Pods(w.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}, metav1.ListOptions{})
 		for _, nc := range w.claims() {
 			nc.Finalizers = nil
 			_, _ = w.e.Clients.NodeClaims.Update(ctx, &nc, metav1.UpdateOptions{})
@@ -182,6 +189,10 @@ func cleanupCluster(t *testing.T, w *world) {
 		}
 		_ = w.e.Clients.NodePools.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 		_ = w.e.Clients.EC2NodeClasses.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		cms := w.e.Clients.Core.CoreV1().ConfigMaps(config.DefaultNamespace)
+		_ = cms.Delete(ctx, ice.ConfigMapName, metav1.DeleteOptions{})
+		_ = cms.Delete(ctx, pricing.ConfigMapName, metav1.DeleteOptions{})
+		_ = w.e.Clients.Core.CoordinationV1().Leases(config.DefaultNamespace).Delete(ctx, provisioning.LeaseName, metav1.DeleteOptions{})
 	})
 }
 

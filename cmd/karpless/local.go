@@ -94,7 +94,11 @@ func localTick(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	// The SDK's config loader reads the process environment, as in Lambda.
+	// The SDK's config loader reads the process environment, as in Lambda;
+	// nothing of the user's own AWS setup may leak into the invocation.
+	for _, k := range []string{"AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"} {
+		_ = os.Unsetenv(k)
+	}
 	env := st.awsEnv(name)
 	env["WATCH_WINDOW"], env["LOG_LEVEL"] = window.String(), *logLevel
 	for k, v := range env {

@@ -29,7 +29,7 @@ const LeaseWait = 12 * time.Second
 // Interruption is an interruption engine for one invocation.
 func (e *Env) Interruption() *interruption.Handler {
 	metrics := record.NewMetrics("Karpless")
-	events := record.NewRecorder(e.Kube.Core.CoreV1(), e.Config.Namespace, e.Clock, e.Log)
+	events := record.NewRecorder(e.Kube.Core.CoreV1(), e.Clock, e.Log)
 	p := e.Provisioner()
 	p.Metrics, p.Events = metrics, events
 	return &interruption.Handler{

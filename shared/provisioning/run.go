@@ -95,7 +95,7 @@ func (p *Provisioner) prepare() {
 		p.Metrics = record.NewMetrics("Karpless")
 	}
 	if p.Events == nil {
-		p.Events = record.NewRecorder(p.Kube.Core.CoreV1(), p.Config.Namespace, p.Clock, p.Log)
+		p.Events = record.NewRecorder(p.Kube.Core.CoreV1(), p.Clock, p.Log)
 	}
 }
 

@@ -46,26 +46,22 @@ func ObjectOf(gvk schema.GroupVersionKind, m metav1.Object) Object {
 
 // Recorder writes Events synchronously: a Lambda may be frozen the moment it
 // returns, so nothing is left in a background queue. Repeats of the same
-// event in one invocation are folded into one with a count.
+// event in one invocation are folded into one with a count. Events about
+// cluster-scoped objects (Nodes, NodeClaims) go to the "default" namespace:
+// the API server accepts them nowhere else, and it is where Karpenter's are.
 type Recorder struct {
 	client corev1client.EventsGetter
-	// ns receives Events about cluster-scoped objects.
-	ns    string
-	clock clock.PassiveClock
-	log   *slog.Logger
+	clock  clock.PassiveClock
+	log    *slog.Logger
 
 	mu      sync.Mutex
 	pending map[string]*corev1.Event
 	order   []string
 }
 
-// NewRecorder writes Events through client; events about cluster-scoped
-// objects go to namespace ns ("default" if empty).
-func NewRecorder(client corev1client.EventsGetter, ns string, clk clock.PassiveClock, log *slog.Logger) *Recorder {
-	if ns == "" {
-		ns = metav1.NamespaceDefault
-	}
-	return &Recorder{client: client, ns: ns, clock: clk, log: log, pending: map[string]*corev1.Event{}}
+// NewRecorder writes Events through client.
+func NewRecorder(client corev1client.EventsGetter, clk clock.PassiveClock, log *slog.Logger) *Recorder {
+	return &Recorder{client: client, clock: clk, log: log, pending: map[string]*corev1.Event{}}
 }
 
 // Normal records an informational event.
@@ -91,7 +87,7 @@ func (r *Recorder) add(o Object, typ, reason, msg string) {
 	}
 	ns := o.Namespace
 	if ns == "" {
-		ns = r.ns
+		ns = metav1.NamespaceDefault
 	}
 	now := metav1.NewTime(r.clock.Now())
 	r.pending[key] = &corev1.Event{

@@ -4,35 +4,54 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/karpless/karpless/shared/kube/kubetest"
 )
 
+var env *kubetest.Env
+
+func TestMain(m *testing.M) { os.Exit(kubetest.Run(m, &env, kubetest.Options{NoCRDs: true})) }
+
+// Against a real API server, which validates where an Event may live.
 func TestRecorderFoldsRepeatsAndPlacesClusterScopedEvents(t *testing.T) {
-	client := fake.NewClientset()
-	r := NewRecorder(client.CoreV1(), "kube-system", clocktesting.NewFakeClock(time.Now()), nil)
-	claim := Object{Kind: "NodeClaim", APIVersion: "karpenter.sh/v1", Name: "default-abc", UID: "u1"}
-	pod := Object{Kind: "Pod", APIVersion: "v1", Namespace: "shop", Name: "web-1", UID: "u2"}
+	e := kubetest.Need(t, env)
+	client := e.Clients.Core
+	ns := e.Namespace(t)
+	name := kubetest.Name(t)
+	r := NewRecorder(client.CoreV1(), clocktesting.NewFakeClock(time.Now()), nil)
+	claim := Object{Kind: "NodeClaim", APIVersion: "karpenter.sh/v1", Name: name, UID: "u1"}
+	pod := Object{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: "web-1", UID: "u2"}
 	r.Normal(claim, "Launched", "launched %s", "i-1")
 	r.Normal(claim, "Launched", "launched %s", "i-1")
 	r.Warning(pod, "FailedScheduling", "no NodePool tolerates taint %s", "x")
 	r.Flush(context.Background())
-	sys, _ := client.CoreV1().Events("kube-system").List(context.Background(), metav1.ListOptions{})
-	shop, _ := client.CoreV1().Events("shop").List(context.Background(), metav1.ListOptions{})
-	if len(sys.Items) != 1 || sys.Items[0].Count != 2 || sys.Items[0].InvolvedObject.Name != "default-abc" {
-		t.Fatalf("cluster-scoped events: %+v", sys.Items)
+	mine := func() []string {
+		l, _ := client.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		var out []string
+		for _, ev := range l.Items {
+			out = append(out, ev.Reason)
+			if ev.Count != 2 {
+				t.Errorf("event count %d, want the repeat folded into 2", ev.Count)
+			}
+		}
+		return out
 	}
+	if got := mine(); len(got) != 1 {
+		t.Fatalf("cluster-scoped events in default: %v", got)
+	}
+	shop, _ := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
 	if len(shop.Items) != 1 || shop.Items[0].Type != "Warning" || !strings.Contains(shop.Items[0].Message, "taint x") {
 		t.Fatalf("pod events: %+v", shop.Items)
 	}
 	r.Flush(context.Background())
-	sys, _ = client.CoreV1().Events("kube-system").List(context.Background(), metav1.ListOptions{})
-	if len(sys.Items) != 1 {
+	if got := mine(); len(got) != 1 {
 		t.Fatal("flush wrote events twice")
 	}
 }

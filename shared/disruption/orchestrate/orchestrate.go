@@ -146,7 +146,7 @@ func (d *Disrupter) prepare() {
 		d.Metrics = record.NewMetrics("Karpless")
 	}
 	if d.Events == nil {
-		d.Events = record.NewRecorder(d.Kube.Core.CoreV1(), d.Config.Namespace, d.Clock, d.Log)
+		d.Events = record.NewRecorder(d.Kube.Core.CoreV1(), d.Clock, d.Log)
 	}
 	if d.ReplacementTimeout <= 0 {
 		d.ReplacementTimeout = DefaultReplacementTimeout

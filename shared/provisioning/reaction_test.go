@@ -1,0 +1,128 @@
+package provisioning_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/karpless/karpless/shared/config"
+	"github.com/karpless/karpless/shared/localrun"
+	"github.com/karpless/karpless/shared/podutil"
+)
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+// TestReactionTime measures, while a tick keeps its watch window open, the
+// time from a pod being marked unschedulable to the CreateFleet call that
+// launches capacity for it, and how long a tick with nothing to do runs.
+func TestReactionTime(t *testing.T) {
+	w := newWorld(t)
+	cleanupCluster(t, w)
+	ctx := context.Background()
+
+	// An idle tick: nothing pending, nothing in flight.
+	var idle []time.Duration
+	for i := range 5 {
+		s := w.provisionOnce(fmt.Sprintf("idle-%d", i))
+		idle = append(idle, s.Duration)
+	}
+
+	// Each pod needs a node of its own (3 cpu on 4 vCPU types), so every
+	// burst launches.
+	pool := localrun.DefaultNodePool("default", typesReq("m5.xlarge", "c5.xlarge", "m6i.xlarge"))
+	if err := localrun.Apply(ctx, w.e.Clients, localrun.DefaultNodeClass("karpless-test", ""), pool); err != nil {
+		t.Fatal(err)
+	}
+	// Watch for the moment each pod becomes unschedulable.
+	marked := map[string]time.Time{}
+	var mu sync.Mutex
+	wt, err := w.e.Clients.Core.CoreV1().Pods(w.ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wt.Stop()
+	go func() {
+		for ev := range wt.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || ev.Type == watch.Deleted || !podutil.IsUnschedulable(p) {
+				continue
+			}
+			mu.Lock()
+			if _, seen := marked[p.Name]; !seen {
+				marked[p.Name] = time.Now()
+			}
+			mu.Unlock()
+		}
+	}()
+
+	w.pods(1, "3", func(p *corev1.Pod) { p.Name = "first" })
+	w.waitUnschedulable(1)
+	tick := w.app.Provisioner()
+	tick.Config.WatchWindow = 25 * time.Second
+	done := make(chan struct{})
+	var busy time.Duration
+	go func() {
+		defer close(done)
+		s, err := tick.Run(ctx, "busy")
+		if err != nil {
+			t.Logf("busy tick: %v", err)
+		}
+		busy = s.Duration
+	}()
+	time.Sleep(2 * time.Second)
+	const bursts = 8
+	start := time.Now()
+	for b := range bursts {
+		n := 1 + b%3
+		w.pods(n, "3", func(p *corev1.Pod) { p.Name = fmt.Sprintf("burst-%d-%s", b, p.Name) })
+		time.Sleep(2500 * time.Millisecond)
+	}
+	<-done
+	_ = start
+
+	// The delay of a pod is from its unschedulable mark to the first
+	// CreateFleet after it.
+	var fleets []time.Time
+	for _, c := range w.emu.Calls() {
+		if c.Action == "CreateFleet" {
+			fleets = append(fleets, c.At)
+		}
+	}
+	var delays []time.Duration
+	mu.Lock()
+	for name, at := range marked {
+		if name == "first" {
+			continue
+		}
+		for _, f := range fleets {
+			if !f.Before(at) {
+				delays = append(delays, f.Sub(at))
+				break
+			}
+		}
+	}
+	mu.Unlock()
+	if len(delays) < bursts {
+		t.Fatalf("only %d pods got a CreateFleet within the window (fleets at %v)", len(delays), fleets)
+	}
+	med, p99 := percentile(delays, 0.5), percentile(delays, 0.99)
+	t.Logf("unschedulable -> CreateFleet over %d pods: median %s, p99 %s (batch idle %s, max %s)",
+		len(delays), med.Round(time.Millisecond), p99.Round(time.Millisecond), config.DefaultBatchIdle, config.DefaultBatchMax)
+	idleMed := percentile(idle, 0.5)
+	t.Logf("idle tick: median %s -> %.1f Lambda-seconds per hour at one tick a minute", idleMed.Round(time.Millisecond), idleMed.Seconds()*60)
+	t.Logf("busy tick (watch window %s): %s -> %.0f Lambda-seconds per hour when every tick finds work", tick.Config.WatchWindow, busy.Round(time.Millisecond), busy.Seconds()*60)
+	if med > config.DefaultBatchMax {
+		t.Errorf("median reaction %s exceeds the batch window", med)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/karpless/karpless/shared/lifecycle"
 	"github.com/karpless/karpless/shared/localaws"
 	"github.com/karpless/karpless/shared/localrun"
+	"github.com/karpless/karpless/shared/localrun/localruntest"
 	"github.com/karpless/karpless/shared/pricing"
 	"github.com/karpless/karpless/shared/provisioning"
 	"github.com/karpless/karpless/shared/wellknown"
@@ -99,9 +100,9 @@ func (c killHTTP) Do(req *http.Request) (*http.Response, error) {
 }
 
 // killableEnv is the provisioner's environment with both edges behind k.
-func killableEnv(t *testing.T, w *world, emu *localaws.Emulator, k *killSwitch) *app.Env {
+func killableEnv(t *testing.T, w *localruntest.World, emu *localaws.Emulator, k *killSwitch) *app.Env {
 	t.Helper()
-	restCfg := rest.CopyConfig(w.e.Cluster.RESTConfig)
+	restCfg := rest.CopyConfig(w.E.Cluster.RESTConfig)
 	if k != nil {
 		restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return killRT{next: rt, k: k} })
 	}
@@ -123,34 +124,34 @@ func killableEnv(t *testing.T, w *world, emu *localaws.Emulator, k *killSwitch) 
 
 // resetWorld gives a scenario an empty account (same seed, so the same
 // subnet and image ids) and a cluster with no NodeClaims or Karpless state.
-func resetWorld(t *testing.T, w *world) *localaws.Emulator {
+func resetWorld(t *testing.T, w *localruntest.World) *localaws.Emulator {
 	t.Helper()
 	ctx := context.Background()
-	for _, nc := range w.claims() {
+	for _, nc := range w.Claims() {
 		nc.Finalizers = nil
-		_, _ = w.e.Clients.NodeClaims.Update(ctx, &nc, metav1.UpdateOptions{})
-		_ = w.e.Clients.NodeClaims.Delete(ctx, nc.Name, metav1.DeleteOptions{})
+		_, _ = w.E.Clients.NodeClaims.Update(ctx, &nc, metav1.UpdateOptions{})
+		_ = w.E.Clients.NodeClaims.Delete(ctx, nc.Name, metav1.DeleteOptions{})
 	}
-	_ = w.e.Clients.EC2NodeClasses.Delete(ctx, "default", metav1.DeleteOptions{})
-	cms := w.e.Clients.Core.CoreV1().ConfigMaps(config.DefaultNamespace)
+	_ = w.E.Clients.EC2NodeClasses.Delete(ctx, "default", metav1.DeleteOptions{})
+	cms := w.E.Clients.Core.CoreV1().ConfigMaps(config.DefaultNamespace)
 	_ = cms.Delete(ctx, ice.ConfigMapName, metav1.DeleteOptions{})
 	_ = cms.Delete(ctx, pricing.ConfigMapName, metav1.DeleteOptions{})
-	_ = w.e.Clients.Core.CoordinationV1().Leases(config.DefaultNamespace).Delete(ctx, provisioning.LeaseName, metav1.DeleteOptions{})
-	emu, err := localaws.New(localaws.Config{ClusterName: "karpless-test", Seed: 7})
+	_ = w.E.Clients.Core.CoordinationV1().Leases(config.DefaultNamespace).Delete(ctx, provisioning.LeaseName, metav1.DeleteOptions{})
+	emu, err := localaws.New(localaws.Config{ClusterName: localruntest.Cluster, Seed: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { emu.Close() })
 	// DescribeCluster answers with the API server, but no instance joins:
 	// pods stay pending and each scenario stays fast.
-	ca, err := os.ReadFile(w.e.Cluster.RESTConfig.TLSClientConfig.CAFile)
+	ca, err := os.ReadFile(w.E.Cluster.RESTConfig.TLSClientConfig.CAFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := emu.ConnectCluster(nil, w.e.Cluster.RESTConfig.Host, ca); err != nil {
+	if err := emu.ConnectCluster(nil, w.E.Cluster.RESTConfig.Host, ca); err != nil {
 		t.Fatal(err)
 	}
-	if err := localrun.Apply(ctx, w.e.Clients, localrun.DefaultNodeClass("karpless-test", "")); err != nil {
+	if err := localrun.Apply(ctx, w.E.Clients, localrun.DefaultNodeClass(localruntest.Cluster, "")); err != nil {
 		t.Fatal(err)
 	}
 	return emu
@@ -161,10 +162,10 @@ type outcome struct {
 	problems                        []string
 }
 
-func inspect(w *world, emu *localaws.Emulator) outcome {
+func inspect(w *localruntest.World, emu *localaws.Emulator) outcome {
 	var o outcome
 	byID := map[string]string{}
-	for _, nc := range w.claims() {
+	for _, nc := range w.Claims() {
 		o.claims++
 		if lifecycle.IsTrue(&nc, karpv1.ConditionTypeLaunched) {
 			o.launched++
@@ -190,19 +191,18 @@ func inspect(w *world, emu *localaws.Emulator) outcome {
 // the instances an undisturbed tick launches, no leaked instance and no
 // duplicate NodeClaim.
 func TestKilledTickThenFreshTick(t *testing.T) {
-	w := newWorld(t)
-	cleanupCluster(t, w)
+	w := localruntest.New(t, env, "provisioner")
 	ctx := context.Background()
-	if err := localrun.Apply(ctx, w.e.Clients, nil, localrun.DefaultNodePool("default")); err != nil {
+	if err := localrun.Apply(ctx, w.E.Clients, nil, localrun.DefaultNodePool("default")); err != nil {
 		t.Fatal(err)
 	}
 	// Two pods that must not share a node: two NodeClaims per tick.
-	w.pods(2, "1", func(p *corev1.Pod) {
+	w.Pods("web", 2, "1", func(p *corev1.Pod) {
 		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 			TopologyKey: wellknown.HostnameLabel, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 		}}}}
 	})
-	w.waitUnschedulable(2)
+	w.WaitUnschedulable(2)
 
 	// The undisturbed tick: how many calls, and what it achieves.
 	emu := resetWorld(t, w)
@@ -234,7 +234,7 @@ func TestKilledTickThenFreshTick(t *testing.T) {
 			}
 			// The dead tick's lease would expire before the next scheduled
 			// tick; remove it rather than wait 30 s.
-			_ = w.e.Clients.Core.CoordinationV1().Leases(config.DefaultNamespace).Delete(ctx, provisioning.LeaseName, metav1.DeleteOptions{})
+			_ = w.E.Clients.Core.CoordinationV1().Leases(config.DefaultNamespace).Delete(ctx, provisioning.LeaseName, metav1.DeleteOptions{})
 			if _, err := killableEnv(t, w, emu, nil).Provisioner().Run(ctx, fmt.Sprintf("fresh-%d-%s", at, when)); err != nil {
 				t.Errorf("%s: fresh tick: %v", name, err)
 			}

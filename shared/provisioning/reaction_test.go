@@ -14,6 +14,7 @@ import (
 
 	"github.com/karpless/karpless/shared/config"
 	"github.com/karpless/karpless/shared/localrun"
+	"github.com/karpless/karpless/shared/localrun/localruntest"
 	"github.com/karpless/karpless/shared/podutil"
 )
 
@@ -27,27 +28,26 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // time from a pod being marked unschedulable to the CreateFleet call that
 // launches capacity for it, and how long a tick with nothing to do runs.
 func TestReactionTime(t *testing.T) {
-	w := newWorld(t)
-	cleanupCluster(t, w)
+	w := localruntest.New(t, env, "provisioner")
 	ctx := context.Background()
 
 	// An idle tick: nothing pending, nothing in flight.
 	var idle []time.Duration
 	for i := range 5 {
-		s := w.provisionOnce(fmt.Sprintf("idle-%d", i))
+		s := provisionOnce(w, fmt.Sprintf("idle-%d", i))
 		idle = append(idle, s.Duration)
 	}
 
 	// Each pod needs a node of its own (3 cpu on 4 vCPU types), so every
 	// burst launches.
 	pool := localrun.DefaultNodePool("default", typesReq("m5.xlarge", "c5.xlarge", "m6i.xlarge"))
-	if err := localrun.Apply(ctx, w.e.Clients, localrun.DefaultNodeClass("karpless-test", ""), pool); err != nil {
+	if err := localrun.Apply(ctx, w.E.Clients, localrun.DefaultNodeClass(localruntest.Cluster, ""), pool); err != nil {
 		t.Fatal(err)
 	}
 	// Watch for the moment each pod becomes unschedulable.
 	marked := map[string]time.Time{}
 	var mu sync.Mutex
-	wt, err := w.e.Clients.Core.CoreV1().Pods(w.ns).Watch(ctx, metav1.ListOptions{})
+	wt, err := w.E.Clients.Core.CoreV1().Pods(w.NS).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,9 +66,9 @@ func TestReactionTime(t *testing.T) {
 		}
 	}()
 
-	w.pods(1, "3", func(p *corev1.Pod) { p.Name = "first" })
-	w.waitUnschedulable(1)
-	tick := w.app.Provisioner()
+	w.Pods("first", 1, "3", nil)
+	w.WaitUnschedulable(1)
+	tick := w.App.Provisioner()
 	tick.Config.WatchWindow = 25 * time.Second
 	done := make(chan struct{})
 	var busy time.Duration
@@ -85,7 +85,7 @@ func TestReactionTime(t *testing.T) {
 	start := time.Now()
 	for b := range bursts {
 		n := 1 + b%3
-		w.pods(n, "3", func(p *corev1.Pod) { p.Name = fmt.Sprintf("burst-%d-%s", b, p.Name) })
+		w.Pods(fmt.Sprintf("burst-%d", b), n, "3", nil)
 		time.Sleep(2500 * time.Millisecond)
 	}
 	<-done
@@ -94,7 +94,7 @@ func TestReactionTime(t *testing.T) {
 	// The delay of a pod is from its unschedulable mark to the first
 	// CreateFleet after it.
 	var fleets []time.Time
-	for _, c := range w.emu.Calls() {
+	for _, c := range w.Emu.Calls() {
 		if c.Action == "CreateFleet" {
 			fleets = append(fleets, c.At)
 		}
@@ -102,7 +102,7 @@ func TestReactionTime(t *testing.T) {
 	var delays []time.Duration
 	mu.Lock()
 	for name, at := range marked {
-		if name == "first" {
+		if name == "first-0" {
 			continue
 		}
 		for _, f := range fleets {

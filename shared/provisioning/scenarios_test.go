@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -15,6 +16,7 @@ import (
 	"github.com/karpless/karpless/shared/ice"
 	"github.com/karpless/karpless/shared/localaws"
 	"github.com/karpless/karpless/shared/localrun"
+	"github.com/karpless/karpless/shared/localrun/localruntest"
 	"github.com/karpless/karpless/shared/provisioning"
 	"github.com/karpless/karpless/shared/wellknown"
 )
@@ -27,18 +29,18 @@ func capacityReq(cts ...string) karpv1.NodeSelectorRequirementWithMinValues {
 	return karpv1.NodeSelectorRequirementWithMinValues{Key: wellknown.CapacityTypeLabel, Operator: corev1.NodeSelectorOpIn, Values: cts}
 }
 
-func (w *world) provisionOnce(holder string) provisioning.Summary {
-	w.t.Helper()
-	s, err := w.app.Provisioner().Run(context.Background(), holder)
+func provisionOnce(w *localruntest.World, holder string) provisioning.Summary {
+	w.T.Helper()
+	s, err := w.App.Provisioner().Run(context.Background(), holder)
 	if err != nil {
-		w.t.Logf("tick %s: %v", holder, err)
+		w.T.Logf("tick %s: %v", holder, err)
 	}
 	return s
 }
 
-func (w *world) launchedTypes() map[string]string {
+func launchedTypes(w *localruntest.World) map[string]string {
 	out := map[string]string{}
-	for _, nc := range w.claims() {
+	for _, nc := range w.Claims() {
 		out[nc.Name] = nc.Labels[wellknown.InstanceTypeLabel] + "/" + nc.Labels[wellknown.CapacityTypeLabel]
 	}
 	return out
@@ -49,25 +51,24 @@ func (w *world) launchedTypes() map[string]string {
 // the offering for three minutes. On-demand (lowest-price) tries pools
 // cheapest first and reports each one it could not fill.
 func TestInsufficientCapacityFallsBackToOtherTypes(t *testing.T) {
-	w := newWorld(t)
-	cleanupCluster(t, w)
+	w := localruntest.New(t, env, "provisioner")
 	ctx := context.Background()
 	pool := localrun.DefaultNodePool("default", typesReq("m5.large", "m5.xlarge", "c5.large", "c5.xlarge"), capacityReq("on-demand"))
-	if err := localrun.Apply(ctx, w.e.Clients, localrun.DefaultNodeClass("karpless-test", ""), pool); err != nil {
+	if err := localrun.Apply(ctx, w.E.Clients, localrun.DefaultNodeClass(localruntest.Cluster, ""), pool); err != nil {
 		t.Fatal(err)
 	}
 	for _, it := range []string{"m5.large", "c5.large"} {
-		w.emu.Inject(localaws.ICE("on-demand", it, ""))
+		w.Emu.Inject(localaws.ICE("on-demand", it, ""))
 	}
-	w.pods(1, "1", nil)
-	w.waitUnschedulable(1)
-	w.provisionOnce("first")
-	for name, got := range w.launchedTypes() {
+	w.Pods("app", 1, "1", nil)
+	w.WaitUnschedulable(1)
+	provisionOnce(w, "first")
+	for name, got := range launchedTypes(w) {
 		if strings.HasPrefix(got, "m5.large/") || strings.HasPrefix(got, "c5.large/") || !strings.HasSuffix(got, "/on-demand") {
 			t.Errorf("nodeclaim %s launched as %s despite the capacity errors", name, got)
 		}
 	}
-	cache, err := ice.Load(ctx, w.e.Clients.Core.CoreV1(), config.DefaultNamespace, config.DefaultUnavailableOfferingsTTL, w.app.Clock)
+	cache, err := ice.Load(ctx, w.E.Clients.Core.CoreV1(), config.DefaultNamespace, config.DefaultUnavailableOfferingsTTL, w.App.Clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,11 +82,11 @@ func TestInsufficientCapacityFallsBackToOtherTypes(t *testing.T) {
 		t.Fatalf("offerings not marked unavailable: %v", cache.Entries())
 	}
 	// The next claim does not even ask for them.
-	w.emu.ResetCalls()
-	w.pods(1, "1", func(p *corev1.Pod) { p.Name = "second" })
-	w.waitUnschedulable(1)
-	w.provisionOnce("second")
-	for _, c := range w.emu.Calls() {
+	w.Emu.ResetCalls()
+	w.Pods("second", 1, "1", nil)
+	w.WaitUnschedulable(1)
+	provisionOnce(w, "second")
+	for _, c := range w.Emu.Calls() {
 		if c.Action != "CreateFleet" {
 			continue
 		}
@@ -100,18 +101,17 @@ func TestInsufficientCapacityFallsBackToOtherTypes(t *testing.T) {
 // With every spot offering out of capacity, the claim falls back to
 // on-demand with a new launch attempt (and so a new client token).
 func TestSpotFallsBackToOnDemand(t *testing.T) {
-	w := newWorld(t)
-	cleanupCluster(t, w)
+	w := localruntest.New(t, env, "provisioner")
 	ctx := context.Background()
 	pool := localrun.DefaultNodePool("default", typesReq("m5.large", "c5.large"), capacityReq("spot", "on-demand"))
-	if err := localrun.Apply(ctx, w.e.Clients, localrun.DefaultNodeClass("karpless-test", ""), pool); err != nil {
+	if err := localrun.Apply(ctx, w.E.Clients, localrun.DefaultNodeClass(localruntest.Cluster, ""), pool); err != nil {
 		t.Fatal(err)
 	}
-	w.emu.Inject(localaws.ICE("spot", "", ""))
-	w.pods(1, "1", nil)
-	w.waitUnschedulable(1)
-	w.provisionOnce("tick")
-	claims := w.claims()
+	w.Emu.Inject(localaws.ICE("spot", "", ""))
+	w.Pods("app", 1, "1", nil)
+	w.WaitUnschedulable(1)
+	provisionOnce(w, "tick")
+	claims := w.Claims()
 	if len(claims) != 1 {
 		t.Fatalf("%d claims", len(claims))
 	}
@@ -123,7 +123,7 @@ func TestSpotFallsBackToOnDemand(t *testing.T) {
 		t.Errorf("launch attempt = %q, want 1", nc.Annotations[provisioning.LaunchAttemptAnnotation])
 	}
 	tokens := map[string]bool{}
-	for _, c := range w.emu.Calls() {
+	for _, c := range w.Emu.Calls() {
 		if c.Action == "CreateFleet" {
 			tokens[c.Params.Get("ClientToken")] = true
 		}
@@ -131,57 +131,55 @@ func TestSpotFallsBackToOnDemand(t *testing.T) {
 	if len(tokens) != 2 {
 		t.Errorf("%d distinct client tokens over the two launch attempts, want 2", len(tokens))
 	}
-	w.assertNoLeaks()
+	w.AssertNoLeaks()
 }
 
 // The heavier NodePool is tried first; a NodePool at its cpu limit stops
 // launching and the next one takes the rest.
 func TestWeightsAndLimits(t *testing.T) {
-	w := newWorld(t)
-	cleanupCluster(t, w)
+	w := localruntest.New(t, env, "provisioner")
 	ctx := context.Background()
 	preferred := localrun.DefaultNodePool("preferred", typesReq("m5.xlarge"))
 	preferred.Spec.Weight = new(int32(50))
 	preferred.Spec.Limits = karpv1.Limits{corev1.ResourceCPU: resource.MustParse("8")}
 	fallback := localrun.DefaultNodePool("fallback", typesReq("c5.xlarge"))
 	fallback.Spec.Weight = new(int32(10))
-	if err := localrun.Apply(ctx, w.e.Clients, localrun.DefaultNodeClass("karpless-test", ""), preferred, fallback); err != nil {
+	if err := localrun.Apply(ctx, w.E.Clients, localrun.DefaultNodeClass(localruntest.Cluster, ""), preferred, fallback); err != nil {
 		t.Fatal(err)
 	}
 	// 8 pods of 1.5 cpu: an m5.xlarge (4 vCPU) holds 2, so the preferred
 	// pool's 8 cpu limit allows 2 nodes (4 pods), the rest go to fallback.
-	w.pods(8, "1500m", nil)
-	w.waitUnschedulable(8)
-	w.provisionOnce("tick")
+	w.Pods("app", 8, "1500m", nil)
+	w.WaitUnschedulable(8)
+	provisionOnce(w, "tick")
 	per := map[string]int{}
-	for _, nc := range w.claims() {
+	for _, nc := range w.Claims() {
 		per[nc.Labels[wellknown.NodePoolLabel]]++
 	}
 	if per["preferred"] != 2 || per["fallback"] == 0 {
 		t.Fatalf("claims per nodepool %v; want 2 on preferred (its cpu limit) and the rest on fallback", per)
 	}
-	w.converge(90 * 1e9)
-	w.assertNoLeaks()
+	w.Converge(90*time.Second, nil)
+	w.AssertNoLeaks()
 }
 
 // Two ticks started at the same moment: one takes the lease and launches,
 // the other does nothing.
 func TestTwoTicksAtOnceLaunchOnce(t *testing.T) {
-	w := newWorld(t)
-	cleanupCluster(t, w)
+	w := localruntest.New(t, env, "provisioner")
 	ctx := context.Background()
-	if err := localrun.Apply(ctx, w.e.Clients, localrun.DefaultNodeClass("karpless-test", ""), localrun.DefaultNodePool("default")); err != nil {
+	if err := localrun.Apply(ctx, w.E.Clients, localrun.DefaultNodeClass(localruntest.Cluster, ""), localrun.DefaultNodePool("default")); err != nil {
 		t.Fatal(err)
 	}
-	w.pods(6, "1", nil)
-	w.waitUnschedulable(6)
+	w.Pods("app", 6, "1", nil)
+	w.WaitUnschedulable(6)
 	var wg sync.WaitGroup
 	sums := make([]provisioning.Summary, 4)
 	for i := range sums {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sums[i] = w.provisionOnce("concurrent-" + string(rune('a'+i)))
+			sums[i] = provisionOnce(w, "concurrent-"+string(rune('a'+i)))
 		}()
 	}
 	wg.Wait()
@@ -196,10 +194,10 @@ func TestTwoTicksAtOnceLaunchOnce(t *testing.T) {
 	if acted != 1 || skipped != 3 {
 		t.Fatalf("%d ticks acted and %d skipped; want exactly one actor", acted, skipped)
 	}
-	claims := w.claims()
-	if got := w.emu.CallCount("CreateFleet"); got != len(claims) {
+	claims := w.Claims()
+	if got := w.Emu.CallCount("CreateFleet"); got != len(claims) {
 		t.Errorf("%d CreateFleet calls for %d claims", got, len(claims))
 	}
-	w.assertNoLeaks()
+	w.AssertNoLeaks()
 	_ = metav1.Now
 }

@@ -1,0 +1,211 @@
+// Package localruntest gives scenario tests a world: the package's local API
+// server, a fresh AWS emulator whose instances join it, and the engines.
+package localruntest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/app"
+	"github.com/karpless/karpless/shared/config"
+	"github.com/karpless/karpless/shared/ice"
+	"github.com/karpless/karpless/shared/kube/kubetest"
+	"github.com/karpless/karpless/shared/localaws"
+	"github.com/karpless/karpless/shared/localrun"
+	"github.com/karpless/karpless/shared/podutil"
+	"github.com/karpless/karpless/shared/pricing"
+	"github.com/karpless/karpless/shared/wellknown"
+)
+
+// Cluster is the emulated cluster's name.
+const Cluster = "karpless-test"
+
+// World is one scenario: an emulator, the engines and a namespace.
+type World struct {
+	T   *testing.T
+	E   *kubetest.Env
+	Emu *localaws.Emulator
+	App *app.Env
+	NS  string
+}
+
+// New starts a world on env's API server, with short instance delays, and
+// registers a cleanup that leaves the API server empty for the next test.
+func New(t *testing.T, env *kubetest.Env, identity string) *World {
+	t.Helper()
+	e := kubetest.Need(t, env)
+	emu, err := localaws.New(localaws.Config{
+		ClusterName:  Cluster,
+		PendingDelay: 300 * time.Millisecond, JoinDelay: 300 * time.Millisecond, ReadyDelay: 300 * time.Millisecond,
+		TerminateDelay: time.Second, PodGracePeriodCap: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { emu.Close() })
+	if err := emu.ConnectCluster(e.Clients, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	emu.Start(ctx)
+	a, err := localrun.NewEnv(emu, e.Clients, localrun.Options{Identity: identity, MaxAttempts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &World{T: t, E: e, Emu: emu, App: a, NS: e.Namespace(t)}
+	t.Cleanup(w.cleanup)
+	return w
+}
+
+// Apply creates the default node class and the pools.
+func (w *World) Apply(pools ...*karpv1.NodePool) {
+	w.T.Helper()
+	if err := localrun.Apply(context.Background(), w.E.Clients, localrun.DefaultNodeClass(Cluster, ""), pools...); err != nil {
+		w.T.Fatal(err)
+	}
+}
+
+// Pods creates n pods requesting cpu (and 512Mi), named prefix-i.
+func (w *World) Pods(prefix string, n int, cpu string, mutate func(*corev1.Pod)) []*corev1.Pod {
+	w.T.Helper()
+	var out []*corev1.Pod
+	for i := range n {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i), Namespace: w.NS, Labels: map[string]string{"app": prefix}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.local/app:1",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("512Mi")}}}}},
+		}
+		if mutate != nil {
+			mutate(p)
+		}
+		created, err := w.E.Clients.Core.CoreV1().Pods(w.NS).Create(context.Background(), p, metav1.CreateOptions{})
+		if err != nil {
+			w.T.Fatal(err)
+		}
+		out = append(out, created)
+	}
+	return out
+}
+
+// ListPods returns the namespace's pods.
+func (w *World) ListPods() []corev1.Pod {
+	w.T.Helper()
+	l, err := w.E.Clients.Core.CoreV1().Pods(w.NS).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	return l.Items
+}
+
+// WaitUnschedulable waits until kube-scheduler marked n pods unschedulable.
+func (w *World) WaitUnschedulable(n int) {
+	w.T.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		c := 0
+		for _, p := range w.ListPods() {
+			if podutil.IsUnschedulable(&p) {
+				c++
+			}
+		}
+		return c >= n, nil
+	})
+	if err != nil {
+		w.T.Fatalf("pods not marked unschedulable: %v", err)
+	}
+}
+
+// Converge runs provisioner passes (and every between, if set) until every
+// pod of the namespace runs.
+func (w *World) Converge(timeout time.Duration, every func()) {
+	w.T.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(timeout)
+	for {
+		if _, err := w.App.Provisioner().Pass(ctx); err != nil {
+			w.T.Logf("pass: %v", err)
+		}
+		if every != nil {
+			every()
+		}
+		running, all := 0, w.ListPods()
+		for _, p := range all {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				running++
+			}
+		}
+		if running == len(all) {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.T.Fatalf("%d of %d pods running after %s", running, len(all), timeout)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// Claims lists the NodeClaims.
+func (w *World) Claims() []karpv1.NodeClaim {
+	w.T.Helper()
+	l, err := w.E.Clients.NodeClaims.List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	return l.Items
+}
+
+// AssertNoLeaks checks that every live instance belongs to exactly one
+// NodeClaim and each launched NodeClaim's instance is alive.
+func (w *World) AssertNoLeaks() {
+	w.T.Helper()
+	byID := map[string]string{}
+	for _, nc := range w.Claims() {
+		if id := wellknown.InstanceIDFromProviderID(nc.Status.ProviderID); id != "" {
+			if other, dup := byID[id]; dup {
+				w.T.Errorf("instance %s claimed by %s and %s", id, other, nc.Name)
+			}
+			byID[id] = nc.Name
+		}
+	}
+	live := w.Emu.Instances(func(i localaws.Instance) bool { return i.State == "pending" || i.State == "running" })
+	for _, i := range live {
+		if _, ok := byID[i.ID]; !ok {
+			w.T.Errorf("leaked instance %s (%s, tags %v)", i.ID, i.InstanceType, i.Tags)
+		}
+	}
+}
+
+// cleanup leaves the API server as the next test expects it: no pods, no
+// Karpenter objects, no Karpless state. No kube-controller-manager runs in
+// these tests, so nothing else would remove them.
+func (w *World) cleanup() {
+	ctx := context.Background()
+	c := w.E.Clients
+	_ = c.Core.CoreV1().Pods(w.NS).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}, metav1.ListOptions{})
+	claims, _ := c.NodeClaims.List(ctx, metav1.ListOptions{})
+	for _, nc := range claims.Items {
+		nc.Finalizers = nil
+		_, _ = c.NodeClaims.Update(ctx, &nc, metav1.UpdateOptions{})
+		_ = c.NodeClaims.Delete(ctx, nc.Name, metav1.DeleteOptions{})
+	}
+	nodes, _ := c.Core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	for _, n := range nodes.Items {
+		n.Finalizers = nil
+		_, _ = c.Core.CoreV1().Nodes().Update(ctx, &n, metav1.UpdateOptions{})
+		_ = c.Core.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
+	}
+	_ = c.NodePools.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	_ = c.EC2NodeClasses.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	cms := c.Core.CoreV1().ConfigMaps(config.DefaultNamespace)
+	_ = cms.Delete(ctx, ice.ConfigMapName, metav1.DeleteOptions{})
+	_ = cms.Delete(ctx, pricing.ConfigMapName, metav1.DeleteOptions{})
+	_ = c.Core.CoordinationV1().Leases(config.DefaultNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+}

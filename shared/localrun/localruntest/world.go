@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -152,6 +153,31 @@ func (w *World) Converge(timeout time.Duration, every func()) {
 	}
 }
 
+// Deployment creates a Deployment of replicas pods requesting cpu; pods
+// evicted from a node come back through it (needs kube-controller-manager).
+func (w *World) Deployment(name string, replicas int32, cpu string, mutate func(*appsv1.Deployment)) {
+	w.T.Helper()
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.NS},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: new(int64(1)), Containers: []corev1.Container{{Name: "app", Image: "registry.local/app:1",
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("512Mi")}}}}},
+			},
+		},
+	}
+	if mutate != nil {
+		mutate(d)
+	}
+	if _, err := w.E.Clients.Core.AppsV1().Deployments(w.NS).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		w.T.Fatal(err)
+	}
+}
+
 // Claims lists the NodeClaims.
 func (w *World) Claims() []karpv1.NodeClaim {
 	w.T.Helper()
@@ -189,6 +215,10 @@ func (w *World) AssertNoLeaks() {
 func (w *World) cleanup() {
 	ctx := context.Background()
 	c := w.E.Clients
+	// Controllers first (when kube-controller-manager runs), or they would
+	// recreate the pods deleted below.
+	_ = c.Core.AppsV1().Deployments(w.NS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	_ = c.Core.AppsV1().ReplicaSets(w.NS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	_ = c.Core.CoreV1().Pods(w.NS).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}, metav1.ListOptions{})
 	claims, _ := c.NodeClaims.List(ctx, metav1.ListOptions{})
 	for _, nc := range claims.Items {

@@ -67,6 +67,8 @@ func (c *cluster) candidate(nc *karpv1.NodeClaim, eventual bool, busy map[string
 		return nil, "node isn't initialized"
 	case nc.DeletionTimestamp != nil || node.DeletionTimestamp != nil || hasDisruptedTaint(node):
 		return nil, "node is deleting or marked for deletion"
+	case c.nominated(nc):
+		return nil, "node is nominated for the pods of a disruption in progress"
 	case node.Annotations[wellknown.DoNotDisruptAnnotation] == "true" || nc.Annotations[wellknown.DoNotDisruptAnnotation] == "true":
 		return nil, fmt.Sprintf("disruption is blocked through the %q annotation", wellknown.DoNotDisruptAnnotation)
 	}
@@ -124,6 +126,27 @@ func (c *cluster) candidate(nc *karpv1.NodeClaim, eventual bool, busy map[string
 	return cand, ""
 }
 
+// nominated reports a replacement whose command still has candidates on
+// the cluster (being drained, or about to be): their pods are on their way
+// to it, so it must not be taken away meanwhile, even while it looks empty.
+// This is Karpenter's node nomination, kept on the objects.
+func (c *cluster) nominated(nc *karpv1.NodeClaim) bool {
+	id, ok := nc.Annotations[ReplacementAnnotation]
+	if !ok {
+		return false
+	}
+	for _, p := range c.cmds {
+		if p.Record.ID == id {
+			for _, name := range p.Record.Candidates {
+				if p.Claims[name] != nil {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // candidates builds every candidate for method m; notes say why managed
 // nodes are not candidates, for the ones worth telling people about.
 func (c *cluster) candidates(m Method, busy map[string]bool) ([]*Candidate, []Note) {
@@ -152,7 +175,7 @@ func (c *cluster) candidates(m Method, busy map[string]bool) ([]*Candidate, []No
 func worthTelling(why string) bool {
 	switch why {
 	case "candidate is already being disrupted", "node isn't managed by karpenter", "nodeclaim does not have an associated node",
-		"node isn't initialized", "node is deleting or marked for deletion":
+		"node isn't initialized", "node is deleting or marked for deletion", "node is nominated for the pods of a disruption in progress":
 		return false
 	}
 	return true

@@ -1,6 +1,7 @@
 package disruption
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -503,5 +504,26 @@ func TestPrefilterRulesOutOnlyHopelessCandidates(t *testing.T) {
 	cands, _ = c.candidates(SingleNodeConsolidation, nil)
 	if why := w.room().hopeless(cands[0]); why != "" {
 		t.Fatalf("a can move to b: %s", why)
+	}
+}
+
+func TestReplacementIsNominatedWhileItsCandidatesRemain(t *testing.T) {
+	f := newFixture(t)
+	f.node("old", "m.xlarge", "test-1a", "on-demand")
+	repl := f.node("new", "m.large", "test-1a", "on-demand")
+	f.pod("web", "old", "1", "1Gi")
+	rec := &Record{ID: "cmd9", Method: SingleNodeConsolidation, Phase: Executing, ProposedAt: f.now, Candidates: []string{"old"}, Replacements: []string{"new"}}
+	f.record(rec)
+	repl.Annotations[ReplacementAnnotation] = "cmd9"
+	now := metav1.NewTime(f.now)
+	f.claim("old").DeletionTimestamp = &now // being drained
+	if p := Compute(f.input()); p.Command != nil {
+		t.Fatalf("the empty replacement must wait for the drained pods: %s", p.Command)
+	}
+	// Once the candidate is gone, the replacement is an ordinary node.
+	f.snap.NodeClaims = slices.DeleteFunc(f.snap.NodeClaims, func(nc *karpv1.NodeClaim) bool { return nc.Name == "old" })
+	f.snap.Pods = nil
+	if p := Compute(f.input()); p.Command == nil || p.Command.Candidates[0].Name() != "new" {
+		t.Fatalf("want the empty node deleted, got %v", p.Command)
 	}
 }

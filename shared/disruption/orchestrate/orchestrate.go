@@ -126,6 +126,10 @@ type Summary struct {
 	Expired     []string                  `json:"expired,omitempty"`
 	Untainted   []string                  `json:"untainted,omitempty"`
 	Commands    []Command                 `json:"commands,omitempty"`
+	// Blocked and Unconsolidatable say why nodes were not disrupted (the
+	// first few, as "nodeclaim: why").
+	Blocked          []string `json:"blocked,omitempty"`
+	Unconsolidatable []string `json:"unconsolidatable,omitempty"`
 	// StatusUpdates counts NodeClaims whose disruption conditions changed.
 	StatusUpdates int           `json:"statusUpdates"`
 	Simulations   int           `json:"simulations"`

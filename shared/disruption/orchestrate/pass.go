@@ -332,6 +332,16 @@ func (d *Disrupter) decide(ctx context.Context, in *disruption.Input, sess *prov
 	plan := disruption.Compute(in)
 	sum.Simulations += plan.Simulations
 	d.report(plan, start)
+	for i, n := range plan.Blocked {
+		if i < maxNotesPerPass {
+			sum.Blocked = append(sum.Blocked, n.NodeClaim+": "+n.Message)
+		}
+	}
+	for i, n := range plan.Unconsolidatable {
+		if i < maxNotesPerPass {
+			sum.Unconsolidatable = append(sum.Unconsolidatable, n.NodeClaim+": "+n.Message)
+		}
+	}
 	if plan.ResumeSingleNodeAfter != inv.state.resume {
 		inv.state.resume, inv.state.changed = plan.ResumeSingleNodeAfter, true
 	}

@@ -32,6 +32,9 @@ type command struct {
 // simulate and snapshot join here when they land.
 var commands = []command{
 	localCommand,
+	explainCommand,
+	simulateCommand,
+	snapshotCommand,
 }
 
 // errUsage means the arguments were wrong; the usage was printed already.

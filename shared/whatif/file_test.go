@@ -12,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
 	"github.com/karpless/karpless/shared/kube"
@@ -175,3 +177,21 @@ func js(t *testing.T, v any) string {
 }
 
 func sameJSON(t *testing.T, a, b any) bool { return js(t, a) == js(t, b) }
+
+func TestPreflightCRDsMissing(t *testing.T) {
+	cs := fake.NewClientset()
+	disc := cs.Discovery().(*fakediscovery.FakeDiscovery)
+	disc.Resources = []*metav1.APIResourceList{{GroupVersion: "karpenter.sh/v1", APIResources: []metav1.APIResource{{Name: "nodepools"}}}}
+	err := Preflight(context.Background(), &kube.Clients{Core: cs, Config: &rest.Config{Host: "https://example"}})
+	var m *CRDsMissingError
+	if !errors.As(err, &m) || strings.Join(m.Missing, ",") != "nodeclaims.karpenter.sh/v1,ec2nodeclasses.karpenter.k8s.aws/v1" {
+		t.Errorf("preflight: %v", err)
+	}
+	disc.Resources = append(disc.Resources,
+		&metav1.APIResourceList{GroupVersion: "karpenter.sh/v1", APIResources: []metav1.APIResource{{Name: "nodeclaims"}}},
+		&metav1.APIResourceList{GroupVersion: "karpenter.k8s.aws/v1", APIResources: []metav1.APIResource{{Name: "ec2nodeclasses"}}})
+	disc.Resources[0].APIResources = append(disc.Resources[0].APIResources, metav1.APIResource{Name: "nodeclaims"})
+	if err := Preflight(context.Background(), &kube.Clients{Core: cs, Config: &rest.Config{}}); err != nil {
+		t.Errorf("preflight with the CRDs: %v", err)
+	}
+}

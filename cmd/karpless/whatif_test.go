@@ -27,8 +27,8 @@ import (
 	"github.com/karpless/karpless/shared/ice"
 	"github.com/karpless/karpless/shared/kube/kubetest"
 	"github.com/karpless/karpless/shared/pricing"
-	"github.com/karpless/karpless/shared/whatif"
 	"github.com/karpless/karpless/shared/wellknown"
+	"github.com/karpless/karpless/shared/whatif"
 )
 
 var kenv *kubetest.Env

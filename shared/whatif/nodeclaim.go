@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/config"
 	"github.com/karpless/karpless/shared/disruption"
 	"github.com/karpless/karpless/shared/lifecycle"
 	"github.com/karpless/karpless/shared/podutil"
@@ -47,14 +48,16 @@ type NodeClaimReport struct {
 	// offering is not in the catalog.
 	Offering Offering `json:"offering"`
 	// Lifecycle are the NodeClaim's launch conditions.
-	Lifecycle  []ConditionState `json:"lifecycle"`
-	Deleting   bool             `json:"deleting,omitempty"`
-	Choice     Choice           `json:"choice"`
-	Expiry     Expiry           `json:"expiry"`
-	Drift      Drift            `json:"drift"`
-	Pods       PodCounts        `json:"pods"`
-	Disruption DisruptionState  `json:"disruption"`
-	Notes      []string         `json:"notes,omitempty"`
+	Lifecycle []ConditionState `json:"lifecycle"`
+	// Waiting says what the claim waits for when it is not initialized.
+	Waiting    string          `json:"waiting,omitempty"`
+	Deleting   bool            `json:"deleting,omitempty"`
+	Choice     Choice          `json:"choice"`
+	Expiry     Expiry          `json:"expiry"`
+	Drift      Drift           `json:"drift"`
+	Pods       PodCounts       `json:"pods"`
+	Disruption DisruptionState `json:"disruption"`
+	Notes      []string        `json:"notes,omitempty"`
 }
 
 // ConditionState is one status condition.
@@ -172,6 +175,7 @@ func (w *World) ExplainNodeClaim(name string) (*NodeClaimReport, error) {
 		}
 		r.Lifecycle = append(r.Lifecycle, cs)
 	}
+	r.Waiting = waiting(nc, node, w.now)
 	r.Notes = append(r.Notes, w.notes...)
 	r.Choice = w.choice(nc)
 	r.Expiry = expiry(nc, w.now)
@@ -193,6 +197,31 @@ func (w *World) ExplainNodeClaim(name string) (*NodeClaimReport, error) {
 	r.Pods = podCounts(pods, w.now)
 	r.Disruption = w.disruptionState(v, nc, node, r)
 	return r, nil
+}
+
+// waiting says what a claim that is not initialized waits for.
+func waiting(nc *karpv1.NodeClaim, node *corev1.Node, now time.Time) string {
+	age := now.Sub(nc.CreationTimestamp.Time)
+	switch {
+	case lifecycle.IsTrue(nc, karpv1.ConditionTypeInitialized):
+		return ""
+	case !lifecycle.IsTrue(nc, karpv1.ConditionTypeLaunched):
+		msg := "not launched yet: the provisioner launches it on its next pass"
+		if c := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeLaunched); c != nil && c.Message != "" {
+			msg += "; last attempt: " + c.Message
+		}
+		return msg + " (kubectl describe nodeclaim shows the InsufficientCapacityError and NodeClassNotReady events)"
+	case node == nil:
+		left := config.DefaultRegistrationTTL - age
+		if left <= 0 {
+			return fmt.Sprintf("launched %s ago and no node has registered: past the registration timeout (%s), the provisioner deletes it (RegistrationTimeout event)", ago(age), config.DefaultRegistrationTTL)
+		}
+		return fmt.Sprintf("launched %s ago; waiting for its node to register (deleted if none has after %s, in %s)", ago(age), config.DefaultRegistrationTTL, ago(left))
+	}
+	if why := lifecycle.NotInitializedReason(nc, node); why != "" {
+		return "registered, not initialized: " + why
+	}
+	return "registered and ready: the provisioner marks it Initialized on its next pass"
 }
 
 func findClaim(claims []*karpv1.NodeClaim, nodes []*corev1.Node, name string) (*karpv1.NodeClaim, *corev1.Node) {
@@ -585,6 +614,9 @@ func (r *NodeClaimReport) WriteText(w io.Writer) error {
 	}
 	age := ago(r.At.Sub(r.Created))
 	p.line("  age %s; %s", age, strings.Join(lc, ", "))
+	if r.Waiting != "" {
+		p.line("  %s", r.Waiting)
+	}
 	if r.Deleting {
 		p.line("  being deleted")
 	}

@@ -228,7 +228,25 @@ func TestExplainNodeClaim(t *testing.T) {
 				f.inFlight("n1", "default", "m5.large", zoneA, wellknown.CapacityTypeOnDemand)
 			},
 			lookup: "claim-n1",
-			checks: []check{blocked("it has no node yet")},
+			checks: []check{blocked("it has no node yet"), func(t *testing.T, r *NodeClaimReport, text string) {
+				if !strings.Contains(r.Waiting, "launched 1m0s ago; waiting for its node to register (deleted if none has after 15m0s, in 14m0s)") {
+					t.Errorf("waiting %q", r.Waiting)
+				}
+			}},
+		},
+		{
+			name: "registered, not initialized: a startup taint is still there",
+			setup: func(f *fixture) {
+				n, nc := f.node("n1", "default", "m5.large", zoneA, wellknown.CapacityTypeOnDemand, time.Minute)
+				nc.Status.Conditions = nc.Status.Conditions[:2]
+				nc.Spec.StartupTaints = []corev1.Taint{{Key: "example.com/agent", Effect: corev1.TaintEffectNoSchedule}}
+				n.Spec.Taints = nc.Spec.StartupTaints
+			},
+			checks: []check{blocked("its node is not initialized yet"), func(t *testing.T, r *NodeClaimReport, text string) {
+				if r.Waiting != "registered, not initialized: startup taint example.com/agent:NoSchedule is still present" {
+					t.Errorf("waiting %q", r.Waiting)
+				}
+			}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

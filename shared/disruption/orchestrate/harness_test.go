@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +37,7 @@ import (
 	"github.com/karpless/karpless/shared/lifecycle"
 	"github.com/karpless/karpless/shared/localaws"
 	"github.com/karpless/karpless/shared/localrun"
+	"github.com/karpless/karpless/shared/podutil"
 	"github.com/karpless/karpless/shared/pricing"
 	"github.com/karpless/karpless/shared/provisioning"
 	"github.com/karpless/karpless/shared/wellknown"
@@ -82,8 +84,8 @@ type world struct {
 	emu *localaws.Emulator
 	clk *skewClock
 	ns  string
-	// killer, when set, sits in front of both edges of the engines built
-	// by env().
+	// killer, when set, sits in front of both edges of the disruption
+	// passes' engines.
 	killer *killSwitch
 	// evictions counts eviction requests per pod UID that reached the
 	// API server.
@@ -99,8 +101,9 @@ func newWorld(t *testing.T) *world {
 	e := kubetest.Need(t, env)
 	w := &world{t: t, e: e, clk: &skewClock{}, evictions: map[string]int{}}
 	resetCluster(t, e)
+	seed := worldSeed.Add(1) + 100
 	emu, err := localaws.New(localaws.Config{
-		ClusterName: clusterName, Clock: w.clk, Seed: 11,
+		ClusterName: clusterName, Clock: w.clk, Seed: seed,
 		PendingDelay: 200 * time.Millisecond, JoinDelay: 200 * time.Millisecond, ReadyDelay: 200 * time.Millisecond,
 		TerminateDelay: 500 * time.Millisecond, PodGracePeriodCap: 200 * time.Millisecond,
 	})
@@ -116,9 +119,19 @@ func newWorld(t *testing.T) *world {
 	emu.Start(ctx)
 	w.emu = emu
 	w.ns = e.Namespace(t)
-	t.Cleanup(func() { resetCluster(t, e) })
+	t.Cleanup(func() {
+		// Pods outlive their namespace for a while; bound to a node name
+		// a later scenario's node may reuse, they would haunt it.
+		ctx := context.Background()
+		_ = e.Clients.Core.AppsV1().Deployments(w.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		_ = e.Clients.Core.CoreV1().Pods(w.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{})
+		resetCluster(t, e)
+	})
 	return w
 }
+
+// worldSeed gives each scenario's emulator its own ids and addresses.
+var worldSeed atomic.Uint64
 
 // resetCluster removes every cluster-scoped Karpless object and the
 // functions' bookkeeping, so scenarios do not see each other.
@@ -152,10 +165,10 @@ func resetCluster(t *testing.T, e *kubetest.Env) {
 
 // env builds the functions' environment, with the kill switch (if any) in
 // front of the Kubernetes writes and AWS calls, and eviction accounting.
-func (w *world) env() *app.Env {
+func (w *world) env(k *killSwitch) *app.Env {
 	w.t.Helper()
 	restCfg := rest.CopyConfig(w.e.Cluster.RESTConfig)
-	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &watchRT{next: rt, w: w} })
+	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &watchRT{next: rt, w: w, k: k} })
 	kc, err := kube.NewClients(restCfg)
 	if err != nil {
 		w.t.Fatal(err)
@@ -165,7 +178,7 @@ func (w *world) env() *app.Env {
 		w.t.Fatal(err)
 	}
 	cfg := a.AWS.Config.Copy()
-	cfg.HTTPClient = &watchHTTP{next: cfg.HTTPClient, w: w}
+	cfg.HTTPClient = &watchHTTP{next: cfg.HTTPClient, w: w, k: k}
 	a.AWS = awsconfig.NewClients(cfg)
 	return a
 }
@@ -182,7 +195,7 @@ func (w *world) disrupter(a *app.Env) *orchestrate.Disrupter {
 // disrupt runs one disruption pass (no lease, as a tick's pass).
 func (w *world) disrupt() orchestrate.Summary {
 	w.t.Helper()
-	a := w.env()
+	a := w.env(w.killer)
 	s, _, err := w.disrupter(a).Pass(context.Background())
 	if err != nil && !errors.Is(err, errKilled) {
 		w.t.Logf("disruption pass: %v", err)
@@ -204,7 +217,7 @@ func (w *world) disrupt() orchestrate.Summary {
 // provision runs one provisioner pass.
 func (w *world) provision() {
 	w.t.Helper()
-	if _, err := w.env().Provisioner().Pass(context.Background()); err != nil && !errors.Is(err, errKilled) {
+	if _, err := w.env(nil).Provisioner().Pass(context.Background()); err != nil && !errors.Is(err, errKilled) {
 		w.t.Logf("provisioner pass: %v", err)
 	}
 }
@@ -302,9 +315,28 @@ func (w *world) running(want int) bool {
 	return n == want && len(ps) == want
 }
 
-// converge runs provisioner passes until want pods run.
+// converge runs provisioner passes until want pods run. It first waits
+// for kube-scheduler to mark every pending pod unschedulable, so that the
+// first pass sees them all in one batch (the layout is then the same every
+// run).
 func (w *world) converge(want int, timeout time.Duration) {
 	w.t.Helper()
+	settled := time.Now().Add(10 * time.Second)
+	for time.Now().Before(settled) {
+		n, pending := 0, 0
+		for _, p := range w.pods() {
+			if p.Spec.NodeName == "" {
+				pending++
+				if podutil.IsUnschedulable(&p) {
+					n++
+				}
+			}
+		}
+		if len(w.pods()) >= want && n == pending {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	deadline := time.Now().Add(timeout)
 	for !w.running(want) {
 		if time.Now().After(deadline) {
@@ -462,6 +494,7 @@ func (k *killSwitch) do(desc string, send func() (*http.Response, error)) (*http
 type watchRT struct {
 	next http.RoundTripper
 	w    *world
+	k    *killSwitch
 }
 
 func (r *watchRT) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -469,7 +502,7 @@ func (r *watchRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		return r.next.RoundTrip(req)
 	}
 	desc := "kube " + req.Method + " " + req.URL.Path
-	resp, err := r.w.killer.do(desc, func() (*http.Response, error) { return r.next.RoundTrip(req) })
+	resp, err := r.k.do(desc, func() (*http.Response, error) { return r.next.RoundTrip(req) })
 	if err == nil && resp != nil && resp.StatusCode < 300 && req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/eviction") {
 		parts := strings.Split(req.URL.Path, "/")
 		key := parts[len(parts)-4] + "/" + parts[len(parts)-2]
@@ -488,6 +521,7 @@ type watchHTTP struct {
 		Do(*http.Request) (*http.Response, error)
 	}
 	w *world
+	k *killSwitch
 }
 
 func (c *watchHTTP) Do(req *http.Request) (*http.Response, error) {
@@ -505,7 +539,7 @@ func (c *watchHTTP) Do(req *http.Request) (*http.Response, error) {
 			}
 		}
 	}
-	return c.w.killer.do("aws "+action, func() (*http.Response, error) { return c.next.Do(req) })
+	return c.k.do("aws "+action, func() (*http.Response, error) { return c.next.Do(req) })
 }
 
 // checkDrained records a violation if the instance's node still hosts a

@@ -352,7 +352,7 @@ func TestGarbageCollection(t *testing.T) {
 	ctx := context.Background()
 	// An instance tagged for the cluster that no NodeClaim knows (a leak
 	// from a lost launch).
-	a := w.env()
+	a := w.env(nil)
 	out, err := a.AWS.EC2.RunInstances(ctx, &ec2.RunInstancesInput{
 		ImageId: aws.String(w.live()[0].ImageID), InstanceType: ec2types.InstanceTypeM5Large, MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
 		SubnetId: aws.String(w.live()[0].SubnetID),

@@ -351,16 +351,25 @@ func (w *world) converge(want int, timeout time.Duration) {
 	}
 }
 
+// maxSettleSkew bounds how far one settle moves the clock: NodeClaims
+// carry creation timestamps of the real API server, so a clock far ahead
+// would make new claims look older than the registration TTL (15 min).
+const maxSettleSkew = 5 * time.Minute
+
 // settle alternates disruption and provisioner passes, moving the clock on
-// by step each time, until until() holds.
+// by step each time (5 minutes at most in all), until until() holds.
 func (w *world) settle(step time.Duration, timeout time.Duration, until func() bool) {
 	w.t.Helper()
 	deadline := time.Now().Add(timeout)
+	var moved time.Duration
 	for !until() {
 		if time.Now().After(deadline) {
 			w.t.Fatalf("did not settle in %s: %s", timeout, w.describe())
 		}
-		w.clk.Advance(step)
+		if moved+step <= maxSettleSkew {
+			w.clk.Advance(step)
+			moved += step
+		}
 		w.disrupt()
 		w.provision()
 		time.Sleep(250 * time.Millisecond)

@@ -370,7 +370,7 @@ func createNamespace(ctx context.Context, c *kube.Clients, o Options, r *Result)
 
 func createConfigMaps(ctx context.Context, c *kube.Clients, o Options, r *Result) error {
 	cms := c.Core.CoreV1().ConfigMaps(o.Namespace)
-	for _, name := range []string{UnavailableOfferingsConfigMap, PricingConfigMap} {
+	for _, name := range StateConfigMaps() {
 		_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: o.Namespace, Labels: ownedLabels()}}, metav1.CreateOptions{})
 		switch {
 		case err == nil:
@@ -625,7 +625,7 @@ func deleteCRDs(ctx context.Context, c *kube.Clients, o Options, r *Result) erro
 
 func deleteConfigMaps(ctx context.Context, c *kube.Clients, o Options, r *Result) error {
 	cms := c.Core.CoreV1().ConfigMaps(o.Namespace)
-	for _, name := range []string{UnavailableOfferingsConfigMap, PricingConfigMap} {
+	for _, name := range StateConfigMaps() {
 		if err := deleteIfOwned(ctx, cms.Get, cms.Delete, "ConfigMap", o.Namespace, name, r); err != nil {
 			return err
 		}

@@ -17,15 +17,22 @@ const (
 )
 
 // ConfigMaps the controllers keep state in (the names shared/ice and
-// shared/pricing use; a test checks they agree). The bootstrap creates them
-// empty, so the controllers only need get and update on these two names and
+// shared/pricing use, and the disruption function's state; a test checks they
+// agree). The bootstrap creates them empty, so the controllers only need
+// get and update on these names and
 // no create on ConfigMaps at all: create cannot be limited by name, and in
 // kube-system it would let a controller create an aws-auth ConfigMap that
 // maps any IAM role to system:masters.
 const (
 	UnavailableOfferingsConfigMap = "karpless-unavailable-offerings"
 	PricingConfigMap              = "karpless-pricing"
+	DisruptionStateConfigMap      = "karpless-disruption"
 )
+
+// StateConfigMaps are the ConfigMaps the bootstrap creates for the functions.
+func StateConfigMaps() []string {
+	return []string{UnavailableOfferingsConfigMap, PricingConfigMap, DisruptionStateConfigMap}
+}
 
 // Rule is one grant of the controllers' RBAC.
 type Rule struct {
@@ -69,7 +76,7 @@ func ControllerRules() []Rule {
 		{Group: "storage.k8s.io", Resources: []string{"storageclasses", "csinodes", "volumeattachments"}, Verbs: readOnly},
 		{Group: "coordination.k8s.io", Resources: []string{"leases"}, Verbs: []string{"get", "list", "create", "update", "patch"}, Namespaced: true},
 		{Group: "", Resources: []string{"configmaps"}, Verbs: []string{"get", "update"},
-			Names: []string{UnavailableOfferingsConfigMap, PricingConfigMap}, Namespaced: true},
+			Names: StateConfigMaps(), Namespaced: true},
 	}
 }
 

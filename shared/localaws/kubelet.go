@@ -75,6 +75,11 @@ func (e *Emulator) Step(ctx context.Context) error {
 		}
 	}
 	e.mu.Unlock()
+	// EC2 reuses private addresses, so a new instance can register a node
+	// name a terminated one had: the live instance owns the name.
+	for name := range ours {
+		delete(goneNodes, name)
+	}
 	if kc == nil {
 		return nil
 	}

@@ -195,6 +195,8 @@ var keptAnnotations = []string{
 	wellknown.DoNotDisruptAnnotation,
 	corev1.MirrorPodAnnotationKey,
 	wellknown.NodeClaimTerminationTimestampAnnotation,
+	// Disruption cost of evicting the pod (consolidation orders candidates by it).
+	"controller.kubernetes.io/pod-deletion-cost",
 }
 
 func trimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {

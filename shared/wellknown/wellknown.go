@@ -150,11 +150,13 @@ const (
 	InstanceProfileNameAnnotation           = "karpenter.k8s.aws/instance-profile-name"
 )
 
-// Hash versions of the drift annotations, as Karpenter v1.14 writes them.
-const (
-	NodePoolHashVersion     = "v3"
-	EC2NodeClassHashVersion = "v5"
-)
+// NodePoolHashVersion is written next to karpenter.sh/nodepool-hash. The
+// hash function is ours, so its values differ from Karpenter's (whose
+// version is "v3"): a version of our own makes NodeClaims that Karpenter
+// launched read as "stamped by another hasher" and be re-stamped, not
+// drifted, when a cluster migrates (and the same in reverse on rollback).
+// The EC2NodeClass hash carries nodeclass.HashVersion for the same reason.
+const NodePoolHashVersion = "karpless-v1"
 
 // Taint keys.
 const (

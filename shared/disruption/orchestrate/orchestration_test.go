@@ -76,22 +76,24 @@ func TestAbandonWhenTheReplacementIsDeleted(t *testing.T) {
 	// The replacement is retired (say, no capacity) before it initializes.
 	ctx := context.Background()
 	_ = w.e.Clients.NodeClaims.Delete(ctx, rec.Replacements[0], metav1.DeleteOptions{})
-	var actions []string
-	w.settle(time.Second, time.Minute, func() bool {
-		for _, nc := range w.claims() {
-			if nc.Name == rec.Replacements[0] {
-				return false // still finalizing
+	deadline := time.Now().Add(time.Minute)
+	for done := false; !done; {
+		if time.Now().After(deadline) {
+			t.Fatalf("not abandoned: %s", w.describe())
+		}
+		w.provision() // finalizes the deleted replacement (terminates its instance)
+		for _, c := range w.disrupt().Commands {
+			if c.ID == rec.ID && c.Action == "abandoned" {
+				t.Logf("abandoned: %s", c.Why)
+				done = true
 			}
 		}
-		return !w.commandsInFlight()
-	})
-	s := w.disrupt()
-	for _, c := range s.Commands {
-		actions = append(actions, c.Action)
+		time.Sleep(200 * time.Millisecond)
 	}
+	// Right after: no trace of the command (a new proposal may follow).
 	w.clean(rec)
+	w.settle(time.Second, time.Minute, func() bool { return w.running(2) })
 	w.assertInvariants()
-	t.Logf("after the replacement was deleted: actions %v", actions)
 }
 
 func TestAbandonWhenTheReplacementDoesNotInitialize(t *testing.T) {

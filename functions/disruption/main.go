@@ -9,14 +9,9 @@ import (
 	"fmt"
 	"os"
 
-	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/karpless/karpless/shared/app"
-	"github.com/karpless/karpless/shared/disruption/orchestrate"
-	"github.com/karpless/karpless/shared/instance"
-	"github.com/karpless/karpless/shared/launchtemplate"
 )
 
 func main() {
@@ -25,32 +20,5 @@ func main() {
 		fmt.Fprintf(os.Stderr, "disruption: %v\n", err)
 		os.Exit(1)
 	}
-	lambda.Start(func(ctx context.Context, _ lambdaevents.CloudWatchEvent) (orchestrate.Summary, error) {
-		return disrupter(env).Run(ctx, holder(ctx))
-	})
-}
-
-// disrupter is the disruption engine for one invocation, from the
-// function's environment.
-func disrupter(env *app.Env) *orchestrate.Disrupter {
-	return &orchestrate.Disrupter{
-		Config:      env.Config,
-		Kube:        env.Kube,
-		Provisioner: env.Provisioner(),
-		Instances:   instance.NewProvider(env.AWS.EC2, env.Config.ClusterName),
-		EC2:         env.AWS.EC2,
-		Templates:   &launchtemplate.Provider{EC2: env.AWS.EC2, Now: env.Clock.Now},
-		Clock:       env.Clock,
-		Log:         env.Log,
-		MetricsOut:  env.Out,
-	}
-}
-
-// holder names the invocation in the lease: the Lambda request id.
-func holder(ctx context.Context) string {
-	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
-		return lc.AwsRequestID
-	}
-	h, _ := os.Hostname()
-	return fmt.Sprintf("disruption-%s-%d", h, os.Getpid())
+	lambda.Start(env.DisruptionHandler())
 }

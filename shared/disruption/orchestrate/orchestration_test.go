@@ -2,6 +2,7 @@ package orchestrate_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -174,4 +175,29 @@ func TestRunTakesTheLeaseOnce(t *testing.T) {
 	if err != nil || s.Skipped == "" {
 		t.Fatalf("want skipped while someone else holds the lease, got %+v %v", s, err)
 	}
+}
+
+// TestRunCarriesAConsolidationThroughItsWindow checks the tick's own loop:
+// within one Run (40 s window) a due proposal is validated, executed, its
+// replacement launched, registered and initialized by the tick's passes,
+// and the candidate deleted.
+func TestRunCarriesAConsolidationThroughItsWindow(t *testing.T) {
+	w := crashSetup(t)
+	a := w.env(nil)
+	a.Config.WatchWindow = 40 * time.Second
+	start := time.Now()
+	s, err := w.disrupter(a).Run(context.Background(), "windowed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, c := range s.Commands {
+		actions = append(actions, c.Action)
+	}
+	t.Logf("one Run: %d passes in %s, actions %v", s.Passes, time.Since(start).Round(100*time.Millisecond), actions)
+	if !slices.Contains(actions, "executed") || !slices.Contains(actions, "finished") {
+		t.Fatalf("the command did not run to its end within the window: %v", actions)
+	}
+	w.finish(1)
+	w.assertInvariants()
 }

@@ -174,10 +174,11 @@ func BenchmarkConsolidationPass(b *testing.B) { benchmarkCompute(b, 0.3, false) 
 // BenchmarkConsolidationPassBusy has nodes 85-95% used.
 func BenchmarkConsolidationPassBusy(b *testing.B) { benchmarkCompute(b, 0.85, false) }
 
-// BenchmarkConsolidationPassNothingToDo is the worst case: nodes 97% used
-// and no cheaper type allowed, so multi-node finds nothing and single-node
-// simulates every one of the 500 candidates.
-func BenchmarkConsolidationPassNothingToDo(b *testing.B) { benchmarkCompute(b, 0.97, true) }
+// BenchmarkConsolidationPassPacked is the costly case: nodes 97% used and
+// only the five types in use allowed, on-demand, so multi-node finds
+// nothing and single-node works through the candidates (the pre-filter
+// rules most out without a simulation) until one of them can be replaced.
+func BenchmarkConsolidationPassPacked(b *testing.B) { benchmarkCompute(b, 0.97, true) }
 
 // TestConsolidationPassFootprint reports time and peak heap of one pass
 // over 500 nodes / 5,000 pods, which must fit a 256 MiB Lambda and a 60 s

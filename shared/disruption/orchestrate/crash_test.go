@@ -95,7 +95,9 @@ func (w *world) noDuplicateReplacements(maxLive int) {
 		}
 	}
 	launched := 0
-	for _, i := range w.emu.Instances(func(i localaws.Instance) bool { return i.State == localaws.StatePending || i.State == localaws.StateRunning }) {
+	for _, i := range w.emu.Instances(func(i localaws.Instance) bool {
+		return i.State == localaws.StatePending || i.State == localaws.StateRunning
+	}) {
 		_ = i
 		launched++
 	}

@@ -120,7 +120,9 @@ func TestAbandonWhenTheReplacementDoesNotInitialize(t *testing.T) {
 
 func TestStaleTaintAndConditionAreRemoved(t *testing.T) {
 	w := newWorld(t)
-	w.apply(func(np *karpv1.NodePool) { np.Spec.Disruption.ConsolidateAfter = karpv1.MustParseNillableDuration("Never") })
+	w.apply(func(np *karpv1.NodePool) {
+		np.Spec.Disruption.ConsolidateAfter = karpv1.MustParseNillableDuration("Never")
+	})
 	w.deployment("web", 1, "1", nil)
 	w.converge(1, 2*time.Minute)
 	ctx := context.Background()

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/service/eks"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -90,6 +91,38 @@ func NewEnv(emu *localaws.Emulator, kc *kube.Clients, o Options) (*app.Env, erro
 	}
 	cluster := eksauth.New(eksauth.ClusterSource{Name: cfg.ClusterName, EKS: eks.NewFromConfig(awsCfg)})
 	return &app.Env{Config: cfg, AWS: clients, Cluster: cluster, Kube: kc, Catalog: cat, Log: o.Log, Clock: o.Clock, Out: o.Out}, nil
+}
+
+// NewAuthenticatedEnv is NewEnv with Kubernetes clients that authenticate
+// as a Lambda does: an EKS token for the emulator identity, which the API
+// server (started with the emulator's TokenWebhookURL) maps to the groups an
+// access entry would give, so the function runs with exactly the RBAC the
+// bootstrap installed.
+func NewAuthenticatedEnv(ctx context.Context, emu *localaws.Emulator, o Options) (*app.Env, error) {
+	if o.Identity == "" {
+		o.Identity = "provisioner"
+	}
+	awsCfg, err := emu.AWSConfig(o.Identity, o.MaxAttempts)
+	if err != nil {
+		return nil, err
+	}
+	cluster := eksauth.New(eksauth.ClusterSource{
+		Name: emu.ClusterName(), EKS: eks.NewFromConfig(awsCfg), STS: eksauth.NewPresigner(sts.NewFromConfig(awsCfg)),
+	})
+	rest, err := cluster.RESTConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connecting as %s: %w", o.Identity, err)
+	}
+	kc, err := kube.NewClients(rest)
+	if err != nil {
+		return nil, err
+	}
+	e, err := NewEnv(emu, kc, o)
+	if err != nil {
+		return nil, err
+	}
+	e.Cluster = cluster
+	return e, nil
 }
 
 // DefaultNodeClass is an EC2NodeClass that resolves against the emulator's

@@ -147,7 +147,23 @@ func (w *World) Converge(timeout time.Duration, every func()) {
 			return
 		}
 		if time.Now().After(deadline) {
-			w.T.Fatalf("%d of %d pods running after %s", running, len(all), timeout)
+			var why []string
+			for _, p := range all {
+				if p.Status.Phase == corev1.PodRunning {
+					continue
+				}
+				reason := "not scheduled yet"
+				for _, c := range p.Status.Conditions {
+					if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+						reason = c.Message
+					}
+				}
+				if p.Spec.NodeName != "" {
+					reason = "bound to " + p.Spec.NodeName + ", not started"
+				}
+				why = append(why, p.Name+": "+reason)
+			}
+			w.T.Fatalf("%d of %d pods running after %s: %v", running, len(all), timeout, why)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}

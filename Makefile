@@ -32,6 +32,11 @@ kube: $(KUBE_BIN)/.version
 $(KUBE_BIN)/.version: hack/kube/go.mod hack/kube/build.sh
 	hack/kube/build.sh $(KUBE_BIN)
 
+## demo: the whole loop on this machine, no AWS account and no Docker:
+## make demo [SCENARIO=path/to/scenario.yaml]. The last line is the summary.
+demo: kube
+	$(GO) run ./cmd/karpless demo $(if $(SCENARIO),--scenario $(SCENARIO))
+
 ## generate: deepcopy and CRD manifests from shared/apis (controller-gen is
 ## pinned in go.mod's tool block), and the catalog from ../shared when present.
 generate:
@@ -92,5 +97,11 @@ cdk-pin:
 	mkdir -p $(CDK_DIR) && cd $(CDK_DIR) && { [ -f package.json ] || echo '{"private":true}' > package.json; } \
 	  && npm install --no-audit --no-fund --save-exact aws-cdk@$(CDK_VERSION)
 
+## bench: Karpless vs Karpenter's scheduler on the same workloads (~10 min:
+## Karpenter needs minutes per 5,000 pods). The last line is the ratio.
+bench:
+	$(GO) test ./shared/scheduling -run '^$$' -bench Solve -benchmem -cpu 1 -benchtime 3x
+	cd bench && $(GO) run .
+
 clean:
-	rm -rf build cdk.out
+	rm -rf build cdk.out demo-report

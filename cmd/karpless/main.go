@@ -35,6 +35,7 @@ var commands = []command{
 	explainCommand,
 	simulateCommand,
 	snapshotCommand,
+	demoCommand,
 }
 
 // errUsage means the arguments were wrong; the usage was printed already.

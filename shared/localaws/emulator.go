@@ -180,6 +180,9 @@ type Emulator struct {
 	srv    *http.Server
 	url    string
 	closed chan struct{}
+	// loop is Start's goroutine; Close waits for it, so nothing the world
+	// does (a node re-registered, a pod started) happens after Close.
+	loop sync.WaitGroup
 
 	mu     sync.Mutex
 	seq    map[string]uint64
@@ -256,6 +259,7 @@ func (e *Emulator) Close() error {
 	default:
 	}
 	close(e.closed)
+	e.loop.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	err := e.srv.Shutdown(ctx)
@@ -302,7 +306,9 @@ func (e *Emulator) Start(ctx context.Context) {
 	}
 	e.started = true
 	e.mu.Unlock()
+	e.loop.Add(1)
 	go func() {
+		defer e.loop.Done()
 		t := time.NewTicker(200 * time.Millisecond)
 		defer t.Stop()
 		for {

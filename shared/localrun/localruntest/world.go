@@ -5,6 +5,7 @@ package localruntest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
@@ -159,7 +161,7 @@ func (w *World) Converge(timeout time.Duration, every func()) {
 					}
 				}
 				if p.Spec.NodeName != "" {
-					reason = "bound to " + p.Spec.NodeName + ", not started"
+					reason = "bound to " + p.Spec.NodeName + ", not started (" + w.nodeOwner(p.Spec.NodeName) + ")"
 				}
 				why = append(why, p.Name+": "+reason)
 			}
@@ -167,6 +169,20 @@ func (w *World) Converge(timeout time.Duration, every func()) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+}
+
+// nodeOwner says which of this world's instances has a node name, if any.
+func (w *World) nodeOwner(node string) string {
+	var owners []string
+	for _, i := range w.Emu.Instances(nil) {
+		if i.PrivateDNSName == node || i.NodeName == node {
+			owners = append(owners, i.ID+" "+i.State)
+		}
+	}
+	if len(owners) == 0 {
+		return "no instance of this test's emulator"
+	}
+	return "instance " + strings.Join(owners, ", ")
 }
 
 // Deployment creates a Deployment of replicas pods requesting cpu; pods
@@ -229,6 +245,10 @@ func (w *World) AssertNoLeaks() {
 // Karpenter objects, no Karpless state. No kube-controller-manager runs in
 // these tests, so nothing else would remove them.
 func (w *World) cleanup() {
+	// The emulator stops first: its kubelets would otherwise register again
+	// the nodes deleted below, and the next test's scheduler would bind pods
+	// to nodes that no emulator runs.
+	_ = w.Emu.Close()
 	ctx := context.Background()
 	c := w.E.Clients
 	// Controllers first (when kube-controller-manager runs), or they would
@@ -236,17 +256,32 @@ func (w *World) cleanup() {
 	_ = c.Core.AppsV1().Deployments(w.NS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	_ = c.Core.AppsV1().ReplicaSets(w.NS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	_ = c.Core.CoreV1().Pods(w.NS).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}, metav1.ListOptions{})
-	claims, _ := c.NodeClaims.List(ctx, metav1.ListOptions{})
-	for _, nc := range claims.Items {
-		nc.Finalizers = nil
-		_, _ = c.NodeClaims.Update(ctx, &nc, metav1.UpdateOptions{})
-		_ = c.NodeClaims.Delete(ctx, nc.Name, metav1.DeleteOptions{})
+	// Finalizers go by patch, which cannot conflict with a controller's
+	// update, and the loop waits until the objects are gone: a node left
+	// behind would take the next test's pods and never run them.
+	noFinalizers := []byte(`{"metadata":{"finalizers":null}}`)
+	var left []string
+	for range 50 {
+		left = left[:0]
+		claims, _ := c.NodeClaims.List(ctx, metav1.ListOptions{})
+		for _, nc := range claims.Items {
+			left = append(left, "nodeclaim/"+nc.Name)
+			_, _ = c.NodeClaims.Patch(ctx, nc.Name, types.MergePatchType, noFinalizers, metav1.PatchOptions{})
+			_ = c.NodeClaims.Delete(ctx, nc.Name, metav1.DeleteOptions{})
+		}
+		nodes, _ := c.Core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		for _, n := range nodes.Items {
+			left = append(left, "node/"+n.Name)
+			_, _ = c.Core.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, noFinalizers, metav1.PatchOptions{})
+			_ = c.Core.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
+		}
+		if len(left) == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	nodes, _ := c.Core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	for _, n := range nodes.Items {
-		n.Finalizers = nil
-		_, _ = c.Core.CoreV1().Nodes().Update(ctx, &n, metav1.UpdateOptions{})
-		_ = c.Core.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
+	if len(left) > 0 {
+		w.T.Errorf("cleanup: still present after 5s: %v", left)
 	}
 	_ = c.NodePools.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	_ = c.EC2NodeClasses.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})

@@ -29,8 +29,9 @@ type function struct {
 	handler func(env *app.Env) lambda.Handler
 }
 
-// functions are the handlers `karpless local tick` runs. A function joins
-// here when its handler lands in shared/app (disruption has none yet).
+// functions are the handlers `karpless local tick` runs, one per Lambda
+// function the CDK app deploys (bootstrap runs at deploy time, through
+// `karpless local up`).
 var functions = map[string]function{
 	"provisioner": {trigger: schedule, handler: func(env *app.Env) lambda.Handler {
 		return lambda.NewHandler(env.ProvisionerHandler())
@@ -38,10 +39,10 @@ var functions = map[string]function{
 	"interruption": {trigger: queue, handler: func(env *app.Env) lambda.Handler {
 		return lambda.NewHandler(env.InterruptionHandler())
 	}},
+	"disruption": {trigger: schedule, handler: func(env *app.Env) lambda.Handler {
+		return lambda.NewHandler(env.DisruptionHandler())
+	}},
 }
-
-// plannedFunctions are deployed functions without a local handler yet.
-var plannedFunctions = []string{"disruption"}
 
 func functionNames() []string {
 	var out []string

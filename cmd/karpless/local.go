@@ -40,7 +40,7 @@ func init() {
 	localSubcommands = []subcommand{
 		{"up", "[--dir " + DefaultLocalDir + "] [--scheduler] [--controller-manager] [--bootstrap]",
 			"start the API server, the AWS emulator and the fake kubelet in the foreground; Ctrl-C stops everything", localUp},
-		{"tick", "[--dir d] [--timeout 60s] <" + strings.Join(append(functionNames(), plannedFunctions...), "|") + ">",
+		{"tick", "[--dir d] [--timeout 60s] <" + strings.Join(functionNames(), "|") + ">",
 			"run one invocation of a function's real handler against the running environment", localTick},
 		{"inject", "[--dir d] <spot-interruption|rebalance|state-change <state>|scheduled-change|capacity-reservation-interruption> <instance-id>...",
 			"put an EventBridge-shaped interruption event in the interruption queue (through the real SQS client)", localInject},
@@ -83,11 +83,6 @@ func localTick(ctx context.Context, c *cli, args []string) error {
 	name := pos[0]
 	fn, ok := functions[name]
 	if !ok {
-		for _, p := range plannedFunctions {
-			if p == name {
-				return fmt.Errorf("function %q is not available yet: its handler has not landed in shared/app (register it in cmd/karpless/functions.go); available: %s", name, strings.Join(functionNames(), ", "))
-			}
-		}
 		return fmt.Errorf("unknown function %q; available: %s", name, strings.Join(functionNames(), ", "))
 	}
 	st, err := readState(*dir)

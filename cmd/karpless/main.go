@@ -28,8 +28,7 @@ type command struct {
 	run     func(ctx context.Context, c *cli, args []string) error
 }
 
-// commands are the command groups, each in its own file. explain,
-// simulate and snapshot join here when they land.
+// commands are the command groups, each in its own file.
 var commands = []command{
 	localCommand,
 	explainCommand,

@@ -41,7 +41,7 @@ func TestDispatch(t *testing.T) {
 		{[]string{"local"}, 2, "usage: karpless local <subcommand>"},
 		{[]string{"local", "nope"}, 2, `unknown subcommand "nope"`},
 		{[]string{"local", "tick"}, 2, "usage: karpless local tick"},
-		{[]string{"local", "tick", "disruption", "--dir", dir}, 1, `function "disruption" is not available yet`},
+		{[]string{"local", "tick", "disruption", "--dir", dir}, 1, "no local environment in " + dir},
 		{[]string{"local", "tick", "--dir", dir, "teleporter"}, 1, `unknown function "teleporter"`},
 		{[]string{"local", "tick", "provisioner", "--dir", dir}, 1, "no local environment in " + dir},
 		{[]string{"local", "instances", "--dir", dir}, 1, "karpless local up --dir " + dir},
@@ -163,6 +163,10 @@ func TestLocalUp(t *testing.T) {
 	code, out, errs = runCLI(ctx, "local", "tick", "interruption", "--dir", dir, "--log-level", "warn")
 	if code != 0 || !strings.Contains(out, "deleted") {
 		t.Fatalf("tick interruption: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = runCLI(ctx, "local", "tick", "disruption", "--dir", dir, "--log-level", "warn", "--timeout", "20s")
+	if code != 0 || !strings.Contains(out, `"passes"`) {
+		t.Fatalf("tick disruption: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs = runCLI(ctx, "local", "fault", "ice", "--type", "m5.large", "--dir", dir)
 	if code != 0 || !strings.Contains(out, "InsufficientInstanceCapacity") {

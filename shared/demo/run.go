@@ -363,8 +363,10 @@ func (r *runner) tick(ctx context.Context) {
 	// The interruption function's queue is drained as events arrive.
 	if out, err := r.queue.PollOnce(ctx, r.intr.InterruptionHandler()); err != nil {
 		r.o.Log.Warn("interruption poll", "error", err)
-	} else if out.Received > 0 {
-		r.say("interruption function: %d message(s) handled, %d deleted from the queue", out.Received, out.Deleted)
+	} else if out.Deleted < out.Received {
+		// State-change events arrive for every launch and termination; only
+		// messages left for redelivery are worth a line.
+		r.say("interruption function: %d of %d message(s) left on the queue for redelivery", out.Received-out.Deleted, out.Received)
 	}
 	if now.Sub(r.lastDisr) >= 5*time.Second {
 		r.lastDisr = now

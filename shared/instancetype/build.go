@@ -20,6 +20,10 @@ type Prices struct {
 	// Spot is the spot price by instance type and zone. Where it is missing
 	// a deterministic estimate is used: see SpotEstimate.
 	Spot map[string]map[string]float64
+	// Offered says whether EC2 offers a type in a zone at all (nil: in
+	// every zone). Where it does not, the type has no offering there, which
+	// tells "not sold here" apart from "out of capacity right now".
+	Offered func(instanceType, zone string) bool
 }
 
 // SpotEstimate is the spot price assumed when none is known: between 30% and
@@ -51,7 +55,7 @@ func (p Prices) spot(name, zone string, od float64) float64 {
 
 // Build returns the catalog's instance types for one EC2NodeClass: capacity
 // and allocatable under its kubelet settings (cfg), a spot and an on-demand
-// offering in each of its subnets' zones, marked unavailable where the
+// offering in each of its subnets' zones that EC2 offers it in, marked unavailable where the
 // capacity-error cache says so (unavailable may be nil). Types without an
 // on-demand price are skipped; Windows AMI families label nodes
 // kubernetes.io/os=windows. Capacity reservations are not offered here.
@@ -79,6 +83,9 @@ func Build(cat *catalog.Catalog, cfg catalog.NodeConfig, zones []string, prices 
 			Offerings:   make([]scheduling.Offering, 0, 2*len(zones)),
 		}
 		for _, z := range zones {
+			if prices.Offered != nil && !prices.Offered(t.Name, z) {
+				continue
+			}
 			for _, ct := range []string{wellknown.CapacityTypeSpot, wellknown.CapacityTypeOnDemand} {
 				price := od
 				if ct == wellknown.CapacityTypeSpot {

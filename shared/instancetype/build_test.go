@@ -103,3 +103,28 @@ func TestBuildWindows(t *testing.T) {
 		}
 	}
 }
+
+// A type EC2 does not sell in a zone has no offering there at all, so the
+// simulator's reasons say "not offered" instead of "out of capacity".
+func TestBuildOmitsUnofferedZones(t *testing.T) {
+	cat, _ := catalog.Load()
+	offered := func(it, zone string) bool { return it != "m5.large" || zone == "a" }
+	types, err := Build(cat, catalog.NodeConfig{}, []string{"a", "b"}, Prices{Offered: offered}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range types {
+		want := 4
+		if it.Name == "m5.large" {
+			want = 2
+		}
+		if len(it.Offerings) != want {
+			t.Fatalf("%s: %d offerings, want %d", it.Name, len(it.Offerings), want)
+		}
+		for _, o := range it.Offerings {
+			if !o.Available || (it.Name == "m5.large" && o.Zone != "a") {
+				t.Fatalf("%s: offering %+v", it.Name, o)
+			}
+		}
+	}
+}

@@ -253,16 +253,13 @@ func (p *Provisioner) instanceTypes(ncs []*awsv1.EC2NodeClass, inv *invocation) 
 		cfg := catalog.NodeConfigFor(nc, family)
 		cfg.ReservedENIs += int64(p.Config.ReservedENIs)
 		prices := instancetype.Prices{}
-		if inv.book != nil {
-			prices.Spot = inv.book.Spot
-		}
-		book := inv.book
-		unavailable := func(ct, it, zone string) bool {
-			if book != nil && len(book.Zones) > 0 && !book.Offered(it, zone) {
-				return true
+		if book := inv.book; book != nil {
+			prices.Spot = book.Spot
+			if len(book.Zones) > 0 {
+				prices.Offered = book.Offered
 			}
-			return inv.ice.Unavailable(ct, it, zone)
 		}
+		unavailable := inv.ice.Unavailable
 		types, err := instancetype.Build(p.Catalog, cfg, instancetype.Zones(nc), prices, unavailable)
 		if err != nil {
 			return nil, nil, fmt.Errorf("instance types of ec2nodeclass %s: %w", nc.Name, err)

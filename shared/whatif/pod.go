@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/karpless/karpless/shared/instancetype"
 	"github.com/karpless/karpless/shared/podutil"
 	"github.com/karpless/karpless/shared/scheduling"
 )
@@ -192,7 +191,7 @@ func (w *World) ExplainPod(namespace, name string) (*PodReport, error) {
 	}
 	r.Nodes = groupNodes(e.Nodes)
 	for _, v := range e.NodePools {
-		r.NodePools = append(r.NodePools, poolVerdict(v, w.notOffered(v.NodePool)))
+		r.NodePools = append(r.NodePools, poolVerdict(v))
 	}
 	return r, nil
 }
@@ -267,36 +266,7 @@ func groupNodes(vs []scheduling.NodeVerdict) []NodeGroup {
 	return out
 }
 
-// notOffered reports the instance types EC2 does not offer in any zone of
-// the NodePool's EC2NodeClass, per the pricing book. The simulator sees
-// them as unavailable offerings, like those out of capacity; people need
-// to tell the two apart.
-func (w *World) notOffered(pool string) func(string) bool {
-	var zones []string
-	for _, np := range w.snap.NodePools {
-		if np.Name != pool || np.Spec.Template.Spec.NodeClassRef == nil {
-			continue
-		}
-		for _, nc := range w.snap.NodeClasses {
-			if nc.Name == np.Spec.Template.Spec.NodeClassRef.Name {
-				zones = instancetype.Zones(nc)
-			}
-		}
-	}
-	return func(it string) bool {
-		if w.book == nil || len(w.book.Zones) == 0 {
-			return false
-		}
-		for _, z := range zones {
-			if w.book.Offered(it, z) {
-				return false
-			}
-		}
-		return true
-	}
-}
-
-func poolVerdict(v scheduling.NodePoolVerdict, notOffered func(string) bool) PoolVerdict {
+func poolVerdict(v scheduling.NodePoolVerdict) PoolVerdict {
 	out := PoolVerdict{NodePool: v.NodePool, CanLaunch: v.Fits, Reason: v.Reason}
 	idx := map[string]int{}
 	for _, tv := range v.InstanceTypes {
@@ -309,11 +279,8 @@ func poolVerdict(v scheduling.NodePoolVerdict, notOffered func(string) bool) Poo
 			continue
 		}
 		reason := tv.Reason
-		switch {
-		case tv.Category == "resources":
+		if tv.Category == "resources" {
 			reason = "too small for the pod"
-		case tv.Category == "offerings" && notOffered(tv.Name):
-			reason = "not offered by EC2 in the EC2NodeClass's zones"
 		}
 		k := tv.Category + "\x00" + reason
 		i, ok := idx[k]

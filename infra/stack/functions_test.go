@@ -20,10 +20,10 @@ func TestFunctions(t *testing.T) {
 		reserved any // nil: unreserved
 		env      map[string]any
 	}{
-		{Provisioner, 512, 70, 1, map[string]any{"CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo"}},
-		{Disruption, 512, 70, 1, map[string]any{"CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo"}},
-		{Interruption, 512, 60, nil, map[string]any{"CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "INTERRUPTION_QUEUE_URL": queue}},
-		{Bootstrap, 512, 300, nil, map[string]any{"CLUSTER_NAME": testCluster}},
+		{Provisioner, 512, 70, 1, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo"}},
+		{Disruption, 512, 70, 1, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo"}},
+		{Interruption, 512, 60, nil, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "INTERRUPTION_QUEUE_URL": queue}},
+		{Bootstrap, 256, 300, nil, map[string]any{"GOMEMLIMIT": "204MiB", "CLUSTER_NAME": testCluster}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -27,16 +27,16 @@ import (
 	"github.com/aws/jsii-runtime-go"
 )
 
-// Function sizing.
-//
-// TODO(measure): memory and timeouts are to be set from measurements of the
-// real handlers (init time, peak RSS and duration of a tick on an idle and on
-// a 500-node cluster). Until then: 512 MiB for every controller, which on
-// arm64 also buys a proportional CPU share for the scheduling simulation.
+// Function sizing, from measurements (docs/deploy.md, "Sizing"): a
+// function's init peaks at 29-35 MiB RSS (go test ./functions -bench
+// ColdStart), a 500-node disruption pass at 80 MiB of heap and a 5,000-pod
+// provisioning simulation at 63 MiB. 512 MiB leaves room for the GC's
+// doubling and buys the CPU share (about 0.3 vCPU on arm64) that keeps a
+// 500-node pass near a second; the bootstrap only applies manifests.
 const (
-	tickMemoryMiB         = 512 // TODO(measure)
-	interruptionMemoryMiB = 512 // TODO(measure)
-	bootstrapMemoryMiB    = 512 // TODO(measure)
+	tickMemoryMiB         = 512
+	interruptionMemoryMiB = 512 // it also launches replacements: a provisioning pass
+	bootstrapMemoryMiB    = 256
 
 	// A tick runs once a minute and may keep a watch window open for most
 	// of it; 70 s lets the last pass finish while the next tick (held back
@@ -412,7 +412,11 @@ func (s *Stack) defineFunction(f function, vpc *awslambda.CfnFunction_VpcConfigP
 	}
 	s.Roles[f.name] = role
 
-	env := map[string]*string{}
+	env := map[string]*string{
+		// A soft limit below the function's memory: the GC works harder
+		// near it instead of letting Lambda kill the function.
+		"GOMEMLIMIT": jsii.String(fmt.Sprintf("%dMiB", f.memoryMiB*8/10)),
+	}
 	for k, v := range f.env {
 		env[k] = v
 	}

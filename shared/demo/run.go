@@ -439,8 +439,9 @@ func (r *runner) observe(ctx context.Context) {
 			v.launched = true
 			r.lastChange = r.now()
 			it, zone, ct := nc.Labels[wellknown.InstanceTypeLabel], nc.Labels[wellknown.ZoneLabel], nc.Labels[wellknown.CapacityTypeLabel]
-			r.say("  launched %s as %s %s in %s at $%.4f/h (the cheapest available offering) after %s",
-				wellknown.InstanceIDFromProviderID(nc.Status.ProviderID), it, ct, zone, r.price(it, zone, ct), r.now().Sub(v.createdAt).Round(100*time.Millisecond))
+			r.say("  launched %s as %s %s in %s at $%.4f/h after %s (%s)",
+				wellknown.InstanceIDFromProviderID(nc.Status.ProviderID), it, ct, zone, r.price(it, zone, ct), r.now().Sub(v.createdAt).Round(100*time.Millisecond),
+				r.choice(nc, r.price(it, zone, ct), ct))
 		}
 		if !v.ready && lifecycle.IsTrue(nc, karpv1.ConditionTypeInitialized) {
 			v.ready = true
@@ -511,6 +512,49 @@ func (r *runner) price(instanceType, zone, capacityType string) float64 {
 	}
 	p, _ := r.emu.OnDemandPrice(instanceType)
 	return p
+}
+
+// choice says how EC2 chose among the claim's candidates and how the price
+// compares with the cheapest candidate offering at the emulator's prices.
+func (r *runner) choice(nc *karpv1.NodeClaim, chosen float64, ct string) string {
+	allowed := map[string][]string{}
+	for _, q := range nc.Spec.Requirements {
+		if q.Operator == corev1.NodeSelectorOpIn {
+			allowed[q.Key] = q.Values
+		}
+	}
+	zones := allowed[wellknown.ZoneLabel]
+	if len(zones) == 0 {
+		seen := map[string]bool{}
+		for _, sn := range r.emu.Subnets() {
+			if !seen[sn.Zone] {
+				seen[sn.Zone] = true
+				zones = append(zones, sn.Zone)
+			}
+		}
+	}
+	types := allowed[wellknown.InstanceTypeLabel]
+	cheapest := 0.0
+	for _, it := range types {
+		for _, z := range zones {
+			if p := r.price(it, z, ct); p > 0 && (cheapest == 0 || p < cheapest) {
+				cheapest = p
+			}
+		}
+	}
+	strategy := "lowest-price"
+	if ct == wellknown.CapacityTypeSpot {
+		strategy = "price-capacity-optimized"
+	}
+	why := fmt.Sprintf("%s fleet over %d candidate types", strategy, len(types))
+	switch {
+	case cheapest == 0:
+	case chosen <= cheapest*1.0001:
+		why += ": the cheapest candidate"
+	default:
+		why += fmt.Sprintf(", cheapest candidate $%.4f/h", cheapest)
+	}
+	return why
 }
 
 // cost is the hourly price of every instance not terminated.

@@ -42,7 +42,7 @@ func Compute(in *Input) *Plan {
 		cands := c.shouldDisrupt(m, all, plan)
 		plan.Eligible[m] = len(cands)
 		left := remaining(in, counts, m.Reason(), plan)
-		if len(cands) == 0 {
+		if len(cands) == 0 || (in.Options.Consolidated && m.consolidation()) {
 			continue
 		}
 		var cmd *Command
@@ -62,7 +62,12 @@ func Compute(in *Input) *Plan {
 		}
 	}
 	plan.Simulations = w.sims
+	plan.NothingToConsolidate = plan.Command == nil && !plan.Stopped && !in.Options.Consolidated
 	return plan
+}
+
+func (m Method) consolidation() bool {
+	return m == MultiNodeConsolidation || m == SingleNodeConsolidation
 }
 
 func (c *cluster) stopped() bool {

@@ -107,6 +107,12 @@ type Options struct {
 	// that ran out of time: single-node consolidation starts after that
 	// candidate, so every candidate gets its turn over several ticks.
 	ResumeSingleNodeAfter string
+	// Consolidated says the cluster is as it was (same ConsolidationState)
+	// when consolidation last ran to the end and found nothing, a short
+	// while ago: multi- and single-node consolidation are skipped, as
+	// Karpenter's IsConsolidated skips them until the cluster changes or
+	// five minutes pass (prices and capacity move without a trace here).
+	Consolidated bool
 }
 
 // InstanceFacts is what drift needs to know of a running instance that the
@@ -207,6 +213,11 @@ type Plan struct {
 	Simulations int
 	// Stopped is set when Options.Stop ended the search early.
 	Stopped bool
+	// NothingToConsolidate is set when both consolidation methods ran to
+	// the end (not stopped, not skipped, no earlier method acted) and found
+	// no command: the caller may remember ConsolidationState and set
+	// Options.Consolidated while it holds.
+	NothingToConsolidate bool
 	// ResumeSingleNodeAfter is the last candidate single-node consolidation
 	// evaluated before it was stopped ("" when it was not): pass it back in
 	// Options to continue from there.

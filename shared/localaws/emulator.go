@@ -182,7 +182,8 @@ type Emulator struct {
 	closed chan struct{}
 	// loop is Start's goroutine; Close waits for it, so nothing the world
 	// does (a node re-registered, a pod started) happens after Close.
-	loop sync.WaitGroup
+	loop     sync.WaitGroup
+	stopLoop chan struct{}
 
 	mu     sync.Mutex
 	seq    map[string]uint64
@@ -305,6 +306,8 @@ func (e *Emulator) Start(ctx context.Context) {
 		return
 	}
 	e.started = true
+	stop := make(chan struct{})
+	e.stopLoop = stop
 	e.mu.Unlock()
 	e.loop.Add(1)
 	go func() {
@@ -317,6 +320,8 @@ func (e *Emulator) Start(ctx context.Context) {
 				return
 			case <-e.closed:
 				return
+			case <-stop:
+				return
 			case <-t.C:
 				if err := e.Step(ctx); err != nil && ctx.Err() == nil {
 					e.log.Warn("world step", "err", err)
@@ -324,6 +329,20 @@ func (e *Emulator) Start(ctx context.Context) {
 			}
 		}
 	}()
+}
+
+// Stop ends Start's loop and waits for it; the server keeps answering.
+// Benchmarks use it to measure the functions without the world's own work
+// (the emulated kubelets list every pod five times a second).
+func (e *Emulator) Stop() {
+	e.mu.Lock()
+	stop := e.stopLoop
+	e.stopLoop = nil
+	e.mu.Unlock()
+	if stop != nil {
+		close(stop)
+	}
+	e.loop.Wait()
 }
 
 // now is the emulated time, truncated to milliseconds as AWS reports it.

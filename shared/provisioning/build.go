@@ -51,7 +51,7 @@ func SimulationInput(snap *snapshot.Snapshot, pending []*corev1.Pod, classes map
 		claim := claimByProvider[n.Spec.ProviderID]
 		sn := &scheduling.Node{
 			Name: n.Name, Labels: n.Labels, Taints: n.Spec.Taints, Allocatable: n.Status.Allocatable, Capacity: n.Status.Capacity,
-			Pods: podsByNode[n.Name], NodePool: n.Labels[wellknown.NodePoolLabel],
+			Pods: podsByNode[n.Name], Requested: scheduling.SumRequests(podsByNode[n.Name]), NodePool: n.Labels[wellknown.NodePoolLabel],
 			MarkedForDeletion: n.DeletionTimestamp != nil || n.Spec.Unschedulable || hasTaint(n.Spec.Taints, wellknown.DisruptedNoScheduleTaint),
 		}
 		if claim != nil {

@@ -57,11 +57,16 @@ func (s *solver) initExisting() {
 		e.reqs = RequirementsFromLabels(e.labels)
 		e.taints = s.effectiveTaints(n, pools[n.NodePool])
 		e.avail = s.d.vec(n.Allocatable)
+		if n.Requested != nil {
+			subInto(e.avail, s.d.vec(n.Requested))
+		}
 		for _, bp := range n.Pods {
 			if ignoredForTopology(bp) {
 				continue
 			}
-			subInto(e.avail, s.d.vec(PodRequests(bp)))
+			if n.Requested == nil {
+				subInto(e.avail, s.d.vec(PodRequests(bp)))
+			}
 			e.ports = append(e.ports, hostPorts(bp)...)
 			_, refs, _ := s.vols.podVolumes(bp)
 			for _, r := range refs {

@@ -58,7 +58,9 @@ func checkInvariants(t *testing.T, s *Snapshot, r *Results) {
 		}
 		used := corev1.ResourceList{}
 		for _, p := range append(append([]*corev1.Pod{}, n.Pods...), placed...) {
-			addList(used, PodRequests(p))
+			if !ignoredForTopology(p) { // finished and terminating pods hold nothing
+				addList(used, PodRequests(p))
+			}
 		}
 		for name, q := range used {
 			a := n.Allocatable[name]

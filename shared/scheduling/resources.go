@@ -21,6 +21,23 @@ func PodRequests(pod *corev1.Pod) corev1.ResourceList {
 	return out
 }
 
+// SumRequests is the total PodRequests of the pods that hold resources on
+// a node (not finished, not terminating): Node.Requested.
+func SumRequests(pods []*corev1.Pod) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for _, p := range pods {
+		if ignoredForTopology(p) {
+			continue
+		}
+		for name, q := range PodRequests(p) {
+			sum := out[name]
+			sum.Add(q)
+			out[name] = sum
+		}
+	}
+	return out
+}
+
 // dims interns resource names into vector positions. cpu is kept in
 // millicores, everything else in whole units (bytes for memory).
 type dims struct {

@@ -1,11 +1,13 @@
 package scheduling
 
 import (
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/wellknown"
 )
 
@@ -99,5 +101,38 @@ func TestTaints(t *testing.T) {
 	if !isEphemeralTaint(&corev1.Taint{Key: "readiness.k8s.io/net", Effect: corev1.TaintEffectNoSchedule}) ||
 		!isEphemeralTaint(&wellknown.UnregisteredNoExecuteTaint) || isEphemeralTaint(&noSched) {
 		t.Fatal("ephemeral taints")
+	}
+}
+
+// Node.Requested is a shortcut for summing Pods; a Solve must not tell the
+// two apart, and finished or terminating pods hold nothing either way.
+func TestRequestedMatchesPods(t *testing.T) {
+	done := mkPod("done", "3", "1Gi")
+	done.Status.Phase = corev1.PodSucceeded
+	bound := []*corev1.Pod{mkPod("a", "1", "2Gi"), mkPod("b", "500m", "1Gi", hostPortOpt(8080)), done}
+	pending := []*corev1.Pod{mkPod("p1", "1", "1Gi"), mkPod("p2", "1", "1Gi"), mkPod("p3", "2", "1Gi", hostPortOpt(8080))}
+	run := func(precomputed bool) map[string]string {
+		n := mkNode("n1", "m.xlarge", "z1", bound...)
+		if precomputed {
+			n.Requested = SumRequests(n.Pods)
+		}
+		s := snapshot([]*karpv1.NodePool{mkPool("default")}, pending...)
+		s.Nodes = []*Node{n}
+		r := solve(t, s)
+		out := map[string]string{}
+		for _, p := range pending {
+			out[p.Name] = placementOf(r, p)
+		}
+		return out
+	}
+	plain, pre := run(false), run(true)
+	if fmt.Sprint(plain) != fmt.Sprint(pre) {
+		t.Fatalf("placements differ: summed %v, precomputed %v", plain, pre)
+	}
+	if got := SumRequests([]*corev1.Pod{done}); !got.Cpu().IsZero() {
+		t.Fatalf("a finished pod counted: %v", got)
+	}
+	if got := SumRequests(bound); got.Cpu().MilliValue() != 1500 || got.Pods().Value() != 2 {
+		t.Fatalf("sum %v, want 1500m cpu and 2 pods", got)
 	}
 }

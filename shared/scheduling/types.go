@@ -53,6 +53,11 @@ type Node struct {
 	// Pods bound to the node: their requests use capacity, their labels
 	// count for topology and affinity, their host ports and volumes are taken.
 	Pods []*corev1.Pod
+	// Requested, when set, is SumRequests(Pods): what the pods use. It is
+	// optional; callers that solve many times over the same nodes (every
+	// consolidation candidate is a Solve) set it once so that each Solve
+	// does not add up every pod's containers again.
+	Requested corev1.ResourceList
 	// InFlight marks a NodeClaim that is launched but has no Ready node yet.
 	InFlight bool
 	// MarkedForDeletion marks a node being disrupted or terminated: pods are

@@ -269,13 +269,19 @@ type state struct {
 	// lastGC is when garbage was last collected.
 	lastGC time.Time
 	// resume is where single-node consolidation stopped.
-	resume  string
-	changed bool
+	resume string
+	// consolidated is the ConsolidationState in which consolidation last
+	// found nothing, and when.
+	consolidated   string
+	consolidatedAt time.Time
+	changed        bool
 }
 
 const (
-	keyLastGC = "lastGarbageCollection"
-	keyResume = "singleNodeResumeAfter"
+	keyLastGC         = "lastGarbageCollection"
+	keyResume         = "singleNodeResumeAfter"
+	keyConsolidated   = "consolidatedState"
+	keyConsolidatedAt = "consolidatedAt"
 )
 
 func (d *Disrupter) loadState(ctx context.Context) *state {
@@ -292,6 +298,9 @@ func (d *Disrupter) loadState(ctx context.Context) *state {
 		st.lastGC = t
 	}
 	st.resume = cm.Data[keyResume]
+	if t, err := time.Parse(time.RFC3339, cm.Data[keyConsolidatedAt]); err == nil {
+		st.consolidated, st.consolidatedAt = cm.Data[keyConsolidated], t
+	}
 	return st
 }
 
@@ -303,6 +312,10 @@ func (d *Disrupter) saveState(ctx context.Context, st *state) {
 	data := map[string]string{keyResume: st.resume}
 	if !st.lastGC.IsZero() {
 		data[keyLastGC] = st.lastGC.UTC().Format(time.RFC3339)
+	}
+	if st.consolidated != "" {
+		data[keyConsolidated] = st.consolidated
+		data[keyConsolidatedAt] = st.consolidatedAt.UTC().Format(time.RFC3339)
 	}
 	cms := d.Kube.Core.CoreV1().ConfigMaps(d.Config.Namespace)
 	var err error

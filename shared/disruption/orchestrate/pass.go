@@ -148,6 +148,9 @@ func (d *Disrupter) input(snap *snapshot.Snapshot, sim *scheduling.Snapshot, cla
 			ResumeSingleNodeAfter:   inv.state.resume,
 		},
 	}
+	st := inv.state
+	in.Options.Consolidated = st.consolidated != "" && d.Clock.Since(st.consolidatedAt) < disruption.ConsolidatedTTL &&
+		st.consolidated == disruption.ConsolidationState(in)
 	if inv.factsOK {
 		in.Instances = inv.facts
 	}
@@ -344,6 +347,12 @@ func (d *Disrupter) decide(ctx context.Context, in *disruption.Input, sess *prov
 	}
 	if plan.ResumeSingleNodeAfter != inv.state.resume {
 		inv.state.resume, inv.state.changed = plan.ResumeSingleNodeAfter, true
+	}
+	switch {
+	case plan.NothingToConsolidate:
+		inv.state.consolidated, inv.state.consolidatedAt, inv.state.changed = disruption.ConsolidationState(in), d.Clock.Now(), true
+	case plan.Command != nil && inv.state.consolidated != "":
+		inv.state.consolidated, inv.state.changed = "", true
 	}
 	cmd := plan.Command
 	if cmd == nil {

@@ -33,7 +33,7 @@ const Cluster = "karpless-test"
 
 // World is one scenario: an emulator, the engines and a namespace.
 type World struct {
-	T   *testing.T
+	T   testing.TB
 	E   *kubetest.Env
 	Emu *localaws.Emulator
 	App *app.Env
@@ -42,7 +42,7 @@ type World struct {
 
 // New starts a world on env's API server, with short instance delays, and
 // registers a cleanup that leaves the API server empty for the next test.
-func New(t *testing.T, env *kubetest.Env, identity string) *World {
+func New(t testing.TB, env *kubetest.Env, identity string) *World {
 	t.Helper()
 	e := kubetest.Need(t, env)
 	emu, err := localaws.New(localaws.Config{

@@ -10,6 +10,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 BIN=${1:-${KARPLESS_KUBE_BIN:-$root/.cache/kube/bin}}
+# The builds below run from hack/kube, so a relative BIN must be pinned first or
+# the binaries land under hack/kube while the stamp claims the cache is warm.
+mkdir -p "$BIN"
+BIN=$(cd "$BIN" && pwd)
 K8S_VERSION=$(grep -o "k8s.io/kubernetes v[0-9.]*" "$here/go.mod" | head -1 | sed "s/.* v//")
 STAMP="$BIN/.version"
 COMPONENTS="kube-apiserver kube-scheduler kube-controller-manager kubectl"

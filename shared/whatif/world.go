@@ -132,11 +132,11 @@ func (w *World) instanceTypes(cat *catalog.Catalog, nc *awsv1.EC2NodeClass, book
 	prices := instancetype.Prices{}
 	if book != nil {
 		prices.Spot = book.Spot
+		if len(book.Zones) > 0 {
+			prices.Offered = book.Offered
+		}
 	}
 	unavailable := func(ct, it, zone string) bool {
-		if book != nil && len(book.Zones) > 0 && !book.Offered(it, zone) {
-			return true
-		}
 		until, ok := marks[ct+":"+it+":"+zone]
 		return ok && w.now.Before(until)
 	}

@@ -29,10 +29,10 @@ import (
 
 // Function sizing, from measurements (docs/deploy.md, "Sizing"): a
 // function's init peaks at 29-35 MiB RSS (go test ./functions -bench
-// ColdStart), a 500-node disruption pass at 80 MiB of heap and a 5,000-pod
-// provisioning simulation at 63 MiB. 512 MiB leaves room for the GC's
-// doubling and buys the CPU share (about 0.3 vCPU on arm64) that keeps a
-// 500-node pass near a second; the bootstrap only applies manifests.
+// ColdStart); the largest heap is a full 500-node disruption pass at 85 MiB
+// (go test ./shared/app -bench SteadyTicks). 512 MiB leaves room for the
+// GC's doubling and buys about 0.3 vCPU, which keeps that pass near 30 s,
+// inside the tick's timeout; the bootstrap only applies manifests.
 const (
 	tickMemoryMiB         = 512
 	interruptionMemoryMiB = 512 // it also launches replacements: a provisioning pass

@@ -1,6 +1,8 @@
 package disruption
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -525,5 +527,85 @@ func TestReplacementIsNominatedWhileItsCandidatesRemain(t *testing.T) {
 	f.snap.Pods = nil
 	if p := Compute(f.input()); p.Command == nil || p.Command.Candidates[0].Name() != "new" {
 		t.Fatalf("want the empty node deleted, got %v", p.Command)
+	}
+}
+
+// TestPrefilterIsSound draws random clusters (capacity types, spot-to-spot
+// on or off, few or many cheaper types, pods of every size) and checks that
+// every candidate the pre-filter rules out also fails the simulation: the
+// pre-filter may only save work, never change a decision.
+func TestPrefilterIsSound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	sizes := []string{"m.large", "m.xlarge", "m.2xlarge", "m.4xlarge"}
+	pruned, total := 0, 0
+	for round := range 300 {
+		f := newFixture(t)
+		if rng.IntN(2) == 0 {
+			f.types = manyTypes()
+		}
+		if rng.IntN(3) > 0 {
+			allowSpot(f.pool())
+		}
+		f.opts.SpotToSpotConsolidation = rng.IntN(2) == 0
+		for i := range 2 + rng.IntN(4) {
+			ct := wellknown.CapacityTypeOnDemand
+			if rng.IntN(2) == 0 {
+				ct = wellknown.CapacityTypeSpot
+			}
+			name := fmt.Sprintf("n%d", i)
+			f.node(name, sizes[rng.IntN(len(sizes))], zones[rng.IntN(len(zones))], ct)
+			for j := range 1 + rng.IntN(3) {
+				f.pod(fmt.Sprintf("p%d-%d", i, j), name, fmt.Sprintf("%dm", 250*(1+rng.IntN(12))), fmt.Sprintf("%dGi", 1+rng.IntN(6)))
+			}
+		}
+		c := newCluster(f.input())
+		w := c.newWorld("")
+		rm := w.room()
+		cands, _ := c.candidates(SingleNodeConsolidation, nil)
+		for _, cn := range cands {
+			total++
+			why := rm.hopeless(cn)
+			if why == "" {
+				continue
+			}
+			pruned++
+			if cmd, _ := w.consolidate(SingleNodeConsolidation, []*Candidate{cn}); cmd != nil {
+				t.Fatalf("round %d: pruned %s (%s, %s: %q) but it consolidates: %s", round, cn.Name(), cn.CapacityType, cn.InstanceType.Name, why, cmd)
+			}
+		}
+	}
+	if pruned == 0 || pruned == total {
+		t.Fatalf("pruned %d of %d candidates: the draw does not exercise both outcomes", pruned, total)
+	}
+	t.Logf("pruned %d of %d candidates, each confirmed by the simulation", pruned, total)
+}
+
+func TestPrefilterKnowsTheSpotToSpotRule(t *testing.T) {
+	f := newFixture(t)
+	allowSpot(f.pool())
+	f.opts.SpotToSpotConsolidation = true
+	f.node("a", "m.2xlarge", "test-1a", "spot")
+	f.node("b", "m.2xlarge", "test-1a", "spot")
+	f.pod("pa", "a", "7", "2Gi")
+	f.pod("pb", "b", "3", "2Gi")
+	c := newCluster(f.input())
+	cands, _ := c.candidates(SingleNodeConsolidation, nil)
+	var b *Candidate
+	for _, cn := range cands {
+		if cn.Node.Name == f.nodeObj("b").Name {
+			b = cn
+		}
+	}
+	if b == nil {
+		t.Fatalf("no candidate for b in %s", names(cands))
+	}
+	// b's 3 cpu fit nowhere else; only m.xlarge is cheaper on spot.
+	if why := c.newWorld("").room().hopeless(b); !strings.Contains(why, "requires 15 cheaper instance type options") || !strings.Contains(why, "got 1") {
+		t.Fatalf("want the spot-to-spot rule, got %q", why)
+	}
+	f.types = manyTypes()
+	c = newCluster(f.input())
+	if why := c.newWorld("").room().hopeless(b); why != "" {
+		t.Fatalf("20 cheaper spot types: want a simulation, got %q", why)
 	}
 }

@@ -3,7 +3,6 @@ package disruption
 import (
 	"fmt"
 	"math"
-	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -21,9 +20,11 @@ type room struct {
 	// stays and accepts pods.
 	free []res
 	name []string
-	// priced are every launchable type's cheapest available offering and
-	// allocatable, cheapest first.
-	priced []pricedType
+	// types are every launchable type with its cheapest available
+	// offerings, merged over NodePools (the cheapest of each: optimistic).
+	types []pricedType
+	// spotToSpot is Options.SpotToSpotConsolidation.
+	spotToSpot bool
 }
 
 type res struct{ cpu, mem, pods int64 }
@@ -33,8 +34,27 @@ func (r res) fitsIn(o res) bool { return r.cpu <= o.cpu && r.mem <= o.mem && r.p
 func (r res) plus(o res) res { return res{r.cpu + o.cpu, r.mem + o.mem, r.pods + o.pods} }
 
 type pricedType struct {
-	price float64
-	alloc res
+	// spot and other are the cheapest allowed spot and non-spot offerings,
+	// +Inf when there is none.
+	spot, other float64
+	alloc       res
+}
+
+// cheapestBy is the price of the type's cheapest available spot and
+// non-spot offerings in an allowed zone and capacity type.
+func cheapestBy(it *scheduling.InstanceType, zone, ct *scheduling.Requirement) (spot, other float64) {
+	spot, other = math.Inf(1), math.Inf(1)
+	for _, o := range it.Offerings {
+		if !o.Available || !zone.Has(o.Zone) || !ct.Has(o.CapacityType) {
+			continue
+		}
+		if o.CapacityType == wellknown.CapacityTypeSpot {
+			spot = min(spot, o.Price)
+		} else {
+			other = min(other, o.Price)
+		}
+	}
+	return spot, other
 }
 
 func resOf(l corev1.ResourceList) res {
@@ -44,7 +64,7 @@ func resOf(l corev1.ResourceList) res {
 func podRes(p *corev1.Pod) res { return resOf(scheduling.PodRequests(p)) }
 
 func (w *world) room() *room {
-	r := &room{}
+	r := &room{spotToSpot: w.c.in.Options.SpotToSpotConsolidation}
 	for _, n := range w.nodes {
 		if n.MarkedForDeletion {
 			continue
@@ -59,6 +79,7 @@ func (w *world) room() *room {
 	// Types a NodePool may launch: well-known label requirements the type
 	// defines must hold, and the offering's zone and capacity type must be
 	// allowed (custom labels are left out: optimistic, so still sound).
+	byName := map[string]int{}
 	for _, np := range w.c.in.Cluster.NodePools {
 		ref := np.Spec.Template.Spec.NodeClassRef
 		if np.DeletionTimestamp != nil || ref == nil || w.c.in.Classes[ref.Name] == nil || !w.c.in.Classes[ref.Name].Ready {
@@ -80,20 +101,30 @@ func (w *world) room() *room {
 					continue types
 				}
 			}
-			if p := cheapestAllowed(it, zone, ct); !math.IsInf(p, 1) {
-				r.priced = append(r.priced, pricedType{price: p, alloc: resOf(it.Allocatable)})
+			t := pricedType{alloc: resOf(it.Allocatable)}
+			t.spot, t.other = cheapestBy(it, zone, ct)
+			if math.IsInf(min(t.spot, t.other), 1) {
+				continue
 			}
+			if i, ok := byName[it.Name]; ok {
+				r.types[i].spot = min(r.types[i].spot, t.spot)
+				r.types[i].other = min(r.types[i].other, t.other)
+				continue
+			}
+			byName[it.Name] = len(r.types)
+			r.types = append(r.types, t)
 		}
 	}
-	sort.Slice(r.priced, func(i, j int) bool { return r.priced[i].price < r.priced[j].price })
 	return r
 }
 
 // hopeless says why cand certainly cannot be consolidated on its own ("" if
-// it might): the pods that fit on no other node's free room must all go to
-// one new node, which must cost less than cand; if no type that cheap is
-// large enough for them (dimension by dimension, the best of all such
-// types), the simulation would fail.
+// it might). The pods that fit on no other node's free room must all go to
+// one new node, of one instance type that holds them all and costs less
+// than cand. A spot candidate whose replacement would be spot also needs
+// spot-to-spot consolidation enabled and minSpotToSpotOptions such types
+// (Karpenter's rule), and otherwise a cheaper on-demand type. When no type
+// passes even this optimistic test, the simulation would fail too.
 func (r *room) hopeless(cand *Candidate) string {
 	var alone res
 	n := 0
@@ -114,15 +145,29 @@ func (r *room) hopeless(cand *Candidate) string {
 	if n == 0 {
 		return ""
 	}
-	var best res
-	for _, t := range r.priced {
-		if t.price >= cand.Price {
-			break
+	spot := cand.CapacityType == wellknown.CapacityTypeSpot
+	spotOptions := 0
+	for _, t := range r.types {
+		if !alone.fitsIn(t.alloc) {
+			continue
 		}
-		best = res{max(best.cpu, t.alloc.cpu), max(best.mem, t.alloc.mem), max(best.pods, t.alloc.pods)}
+		if t.other < cand.Price || (!spot && t.spot < cand.Price) {
+			// Any cheaper offering may replace a non-spot node; a cheaper
+			// non-spot one may replace a spot node whose pods rule spot out.
+			return ""
+		}
+		if t.spot < cand.Price {
+			spotOptions++
+		}
 	}
-	if alone.fitsIn(best) {
+	switch {
+	case spot && spotOptions > 0 && !r.spotToSpot:
+		return "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
+	case spot && spotOptions >= minSpotToSpotOptions:
 		return ""
+	case spot && spotOptions > 0:
+		return fmt.Sprintf("SpotToSpotConsolidation requires %d cheaper instance type options than the current candidate to consolidate, got %d",
+			minSpotToSpotOptions, spotOptions)
 	}
 	return fmt.Sprintf("Can't replace with a cheaper node (%d pods fit on no other node, and no cheaper instance type holds them)", n)
 }

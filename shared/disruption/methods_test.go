@@ -609,3 +609,31 @@ func TestPrefilterKnowsTheSpotToSpotRule(t *testing.T) {
 		t.Fatalf("20 cheaper spot types: want a simulation, got %q", why)
 	}
 }
+
+func TestPrefilterCountsTheRoomLeftNotJustOneSlot(t *testing.T) {
+	f := newFixture(t)
+	onlyType(f, "m.xlarge")
+	// a and b are full; c has room for one 1-cpu pod. Each of a's pods
+	// fits on c alone, but not all three: a needs a new m.xlarge, which is
+	// not cheaper.
+	for _, n := range []string{"a", "b"} {
+		f.node(n, "m.xlarge", "test-1a", "on-demand")
+		for i := range 3 {
+			f.pod(fmt.Sprintf("%s-%d", n, i), n, "1", "1Gi")
+		}
+	}
+	f.node("c", "m.xlarge", "test-1a", "on-demand")
+	f.pod("c-0", "c", "3", "1Gi")
+	c := newCluster(f.input())
+	w := c.newWorld("")
+	cands, _ := c.candidates(SingleNodeConsolidation, nil)
+	for _, cn := range cands {
+		why := w.room().hopeless(cn)
+		if why == "" {
+			t.Errorf("%s: want pruned, the room left cannot take its pods", cn.Name())
+		}
+		if cmd, _ := w.consolidate(SingleNodeConsolidation, []*Candidate{cn}); cmd != nil {
+			t.Fatalf("%s consolidates: %s", cn.Name(), cmd)
+		}
+	}
+}

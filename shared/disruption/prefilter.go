@@ -3,6 +3,7 @@ package disruption
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -119,17 +120,27 @@ func (w *world) room() *room {
 }
 
 // hopeless says why cand certainly cannot be consolidated on its own ("" if
-// it might). The pods that fit on no other node's free room must all go to
-// one new node, of one instance type that holds them all and costs less
-// than cand. A spot candidate whose replacement would be spot also needs
-// spot-to-spot consolidation enabled and minSpotToSpotOptions such types
-// (Karpenter's rule), and otherwise a cheaper on-demand type. When no type
-// passes even this optimistic test, the simulation would fail too.
+// it might). Whatever of its pods the other nodes cannot take must go to one
+// new node, of one instance type that holds it and costs less than cand. A
+// lower bound on that share: every pod that fits in no other node's free
+// room, plus whatever of the rest exceeds the free room of the nodes that
+// could take any of its pods at all. A spot candidate whose replacement
+// would be spot also needs spot-to-spot consolidation enabled and
+// minSpotToSpotOptions such types (Karpenter's rule), and otherwise a
+// cheaper on-demand type. When no type passes even this optimistic test,
+// the simulation would fail too.
 func (r *room) hopeless(cand *Candidate) string {
-	var alone res
-	n := 0
-	for _, p := range cand.Reschedulable {
-		need := podRes(p)
+	var alone, rest, usable res
+	pods := make([]res, len(cand.Reschedulable))
+	for i, p := range cand.Reschedulable {
+		pods[i] = podRes(p)
+	}
+	for i, f := range r.free {
+		if r.name[i] != cand.Node.Name && slices.ContainsFunc(pods, func(p res) bool { return p.fitsIn(f) }) {
+			usable = usable.plus(f)
+		}
+	}
+	for _, need := range pods {
 		fits := false
 		for i, f := range r.free {
 			if r.name[i] != cand.Node.Name && need.fitsIn(f) {
@@ -137,18 +148,20 @@ func (r *room) hopeless(cand *Candidate) string {
 				break
 			}
 		}
-		if !fits {
+		if fits {
+			rest = rest.plus(need)
+		} else {
 			alone = alone.plus(need)
-			n++
 		}
 	}
-	if n == 0 {
+	need := alone.plus(res{max(0, rest.cpu-usable.cpu), max(0, rest.mem-usable.mem), max(0, rest.pods-usable.pods)})
+	if need == (res{}) {
 		return ""
 	}
 	spot := cand.CapacityType == wellknown.CapacityTypeSpot
 	spotOptions := 0
 	for _, t := range r.types {
-		if !alone.fitsIn(t.alloc) {
+		if !need.fitsIn(t.alloc) {
 			continue
 		}
 		if t.other < cand.Price || (!spot && t.spot < cand.Price) {
@@ -169,5 +182,5 @@ func (r *room) hopeless(cand *Candidate) string {
 		return fmt.Sprintf("SpotToSpotConsolidation requires %d cheaper instance type options than the current candidate to consolidate, got %d",
 			minSpotToSpotOptions, spotOptions)
 	}
-	return fmt.Sprintf("Can't replace with a cheaper node (%d pods fit on no other node, and no cheaper instance type holds them)", n)
+	return "Can't replace with a cheaper node (the room left on other nodes cannot take all its pods, and no cheaper instance type holds the rest)"
 }

@@ -120,6 +120,10 @@ func (c *cluster) leavingClaims(except string) map[string]bool {
 	return out
 }
 
+// BudgetCounts is budgetCounts for callers outside a decision (the CLI's
+// explanations), with no command excepted.
+func BudgetCounts(in *Input) map[string]budget.Count { return newCluster(in).budgetCounts("") }
+
 // budgetCounts counts, per NodePool, the nodes budgets are a share of
 // (managed, initialized, instance not terminating) and how many of them are
 // disrupting already (NotReady, deleting, or in a live command other than

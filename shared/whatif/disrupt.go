@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -113,29 +112,10 @@ type BudgetState struct {
 
 var reasons = []karpv1.DisruptionReason{karpv1.DisruptionReasonEmpty, karpv1.DisruptionReasonDrifted, karpv1.DisruptionReasonUnderutilized}
 
-// budgets is every reason's budget for the NodePool. The counting follows
-// the disruption core (managed, initialized nodes whose instance is not
-// terminating; disrupting when NotReady, deleting or in a live command).
+// budgets is every reason's budget for the NodePool, counted as the
+// disruption core counts it.
 func budgets(in *disruption.Input, np *karpv1.NodePool) []BudgetState {
-	busy := disruption.Busy(disruption.Commands(in.Cluster), "")
-	nodes := map[string]*corev1.Node{}
-	for _, n := range in.Cluster.Nodes {
-		nodes[n.Spec.ProviderID] = n
-	}
-	var c budget.Count
-	for _, nc := range in.Cluster.NodeClaims {
-		if nc.Labels[wellknown.NodePoolLabel] != np.Name || !lifecycle.IsTrue(nc, karpv1.ConditionTypeInitialized) || lifecycle.IsTrue(nc, karpv1.ConditionTypeInstanceTerminating) {
-			continue
-		}
-		n := nodes[nc.Status.ProviderID]
-		if nc.Status.ProviderID == "" || n == nil {
-			continue
-		}
-		c.Total++
-		if !nodeReady(n) || nc.DeletionTimestamp != nil || n.DeletionTimestamp != nil || busy[nc.Name] {
-			c.Disrupting++
-		}
-	}
+	c := disruption.BudgetCounts(in)[np.Name]
 	var out []BudgetState
 	for _, r := range reasons {
 		m := budget.Mapping([]*karpv1.NodePool{np}, map[string]budget.Count{np.Name: c}, r, in.Now)[np.Name]
@@ -149,15 +129,6 @@ func budgets(in *disruption.Input, np *karpv1.NodePool) []BudgetState {
 		out = append(out, s)
 	}
 	return out
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // CommandSummary is a disruption decision.

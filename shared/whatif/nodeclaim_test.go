@@ -106,6 +106,25 @@ func TestExplainNodeClaim(t *testing.T) {
 			}},
 		},
 		{
+			name: "budgets count the pool's nodes and the NotReady ones as disrupting",
+			setup: func(f *fixture) {
+				f.node("n1", "default", "m5.large", zoneA, wellknown.CapacityTypeOnDemand, time.Hour)
+				n2, _ := f.node("n2", "default", "m5.large", zoneA, wellknown.CapacityTypeOnDemand, time.Hour)
+				n2.Status.Conditions[0].Status = corev1.ConditionFalse
+				f.node("n3", "default", "m5.large", zoneA, wellknown.CapacityTypeOnDemand, time.Hour)
+			},
+			checks: []check{func(t *testing.T, r *NodeClaimReport, text string) {
+				if len(r.Disruption.Budgets) == 0 {
+					t.Fatal("no budget states")
+				}
+				for _, b := range r.Disruption.Budgets {
+					if b.Total != 3 || b.Disrupting != 1 {
+						t.Errorf("budget %s: total %d disrupting %d, want 3 and 1", b.Reason, b.Total, b.Disrupting)
+					}
+				}
+			}},
+		},
+		{
 			name: "a budget window open now blocks only its reason",
 			setup: func(f *fixture) {
 				f.node("n1", "default", "m5.2xlarge", zoneA, wellknown.CapacityTypeOnDemand, time.Hour)

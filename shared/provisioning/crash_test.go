@@ -2,11 +2,9 @@ package provisioning_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,65 +28,23 @@ import (
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 )
 
-var errKilled = errors.New("killed: the Lambda was stopped here")
-
-// killSwitch stands for the Lambda runtime stopping an invocation at one
-// external call: before it is sent, or after it was applied but before its
-// answer is seen. Every call after that fails, as in a dead process.
-type killSwitch struct {
-	mu    sync.Mutex
-	n     int
-	at    int
-	after bool
-	dead  bool
-	calls []string
-}
-
-func (k *killSwitch) do(desc string, send func() (*http.Response, error)) (*http.Response, error) {
-	k.mu.Lock()
-	if k.dead {
-		k.mu.Unlock()
-		return nil, errKilled
-	}
-	k.n++
-	n := k.n
-	k.calls = append(k.calls, desc)
-	if n == k.at && !k.after {
-		k.dead = true
-		k.mu.Unlock()
-		return nil, errKilled
-	}
-	k.mu.Unlock()
-	resp, err := send()
-	if n == k.at && k.after {
-		k.mu.Lock()
-		k.dead = true
-		k.mu.Unlock()
-		if resp != nil {
-			resp.Body.Close()
-		}
-		return nil, errKilled
-	}
-	return resp, err
-}
-
 type killRT struct {
 	next http.RoundTripper
-	k    *killSwitch
+	k    *localruntest.KillSwitch
 }
 
 func (r killRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method == http.MethodGet {
 		return r.next.RoundTrip(req) // Kubernetes reads change nothing
 	}
-	return r.k.do("kube "+req.Method+" "+req.URL.Path, func() (*http.Response, error) { return r.next.RoundTrip(req) })
+	return r.k.Do("kube "+req.Method+" "+req.URL.Path, func() (*http.Response, error) { return r.next.RoundTrip(req) })
 }
 
 type killHTTP struct {
 	next interface {
 		Do(*http.Request) (*http.Response, error)
 	}
-	k *killSwitch
+	k *localruntest.KillSwitch
 }
 
 func (c killHTTP) Do(req *http.Request) (*http.Response, error) {
@@ -96,11 +52,11 @@ func (c killHTTP) Do(req *http.Request) (*http.Response, error) {
 	if desc == "aws " {
 		desc = "aws " + req.URL.Path
 	}
-	return c.k.do(desc, func() (*http.Response, error) { return c.next.Do(req) })
+	return c.k.Do(desc, func() (*http.Response, error) { return c.next.Do(req) })
 }
 
 // killableEnv is the provisioner's environment with both edges behind k.
-func killableEnv(t *testing.T, w *localruntest.World, emu *localaws.Emulator, k *killSwitch) *app.Env {
+func killableEnv(t *testing.T, w *localruntest.World, emu *localaws.Emulator, k *localruntest.KillSwitch) *app.Env {
 	t.Helper()
 	restCfg := rest.CopyConfig(w.E.Cluster.RESTConfig)
 	if k != nil {
@@ -206,7 +162,7 @@ func TestKilledTickThenFreshTick(t *testing.T) {
 
 	// The undisturbed tick: how many calls, and what it achieves.
 	emu := resetWorld(t, w)
-	counter := &killSwitch{}
+	counter := &localruntest.KillSwitch{}
 	if _, err := killableEnv(t, w, emu, counter).Provisioner().Run(ctx, "baseline"); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +170,7 @@ func TestKilledTickThenFreshTick(t *testing.T) {
 	if base.claims != 2 || base.launched != 2 || base.liveInstances != 2 || len(base.problems) > 0 {
 		t.Fatalf("undisturbed tick: %+v", base)
 	}
-	calls := counter.calls
+	calls := counter.Calls()
 	t.Logf("an undisturbed tick makes %d external calls (Kubernetes writes and AWS calls)", len(calls))
 
 	for at := 1; at <= len(calls); at++ {
@@ -225,11 +181,11 @@ func TestKilledTickThenFreshTick(t *testing.T) {
 			}
 			name := fmt.Sprintf("%s call %d (%s)", when, at, calls[at-1])
 			emu := resetWorld(t, w)
-			k := &killSwitch{at: at, after: after}
+			k := &localruntest.KillSwitch{At: at, After: after}
 			start := time.Now()
 			_, _ = killableEnv(t, w, emu, k).Provisioner().Run(ctx, fmt.Sprintf("killed-%d-%s", at, when))
-			if !k.dead {
-				t.Errorf("%s: the kill point was never reached (%d calls)", name, k.n)
+			if !k.Dead() {
+				t.Errorf("%s: the kill point was never reached (%d calls)", name, len(k.Calls()))
 				continue
 			}
 			// The dead tick's lease would expire before the next scheduled

@@ -13,6 +13,7 @@ import (
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/disruption"
 	"github.com/karpless/karpless/shared/localaws"
+	"github.com/karpless/karpless/shared/localrun/localruntest"
 	"github.com/karpless/karpless/shared/wellknown"
 )
 
@@ -115,10 +116,10 @@ func (w *world) noDuplicateReplacements(maxLive int) {
 // default every fourth is tried.
 func TestCrashDuringExecution(t *testing.T) {
 	w := crashSetup(t)
-	counter := &killSwitch{}
+	counter := &localruntest.KillSwitch{}
 	w.killer = counter
 	s := w.disrupt()
-	calls := counter.calls
+	calls := counter.Calls()
 	t.Logf("an undisturbed execution pass makes %d external calls: %v", len(calls), calls)
 	if len(s.Commands) == 0 || s.Commands[0].Action != "executed" {
 		t.Fatalf("the pass did not execute the proposal: %+v", s.Commands)
@@ -139,11 +140,11 @@ func TestCrashDuringExecution(t *testing.T) {
 			name := fmt.Sprintf("%s call %d (%s)", when, at, calls[at-1])
 			t.Run(name, func(t *testing.T) {
 				w := crashSetup(t)
-				k := &killSwitch{at: at, after: after}
+				k := &localruntest.KillSwitch{At: at, After: after}
 				w.killer = k
 				w.disrupt()
-				if !k.dead {
-					t.Fatalf("kill point not reached (%d calls)", k.n)
+				if !k.Dead() {
+					t.Fatalf("kill point not reached (%d calls)", len(k.Calls()))
 				}
 				w.finish(1)
 				w.assertInvariants()
@@ -179,10 +180,10 @@ func TestCrashEveryPass(t *testing.T) {
 		if pass < 30 {
 			w.clk.Advance(10 * time.Second) // at most 5 minutes (see maxSettleSkew)
 		}
-		k := &killSwitch{at: pass/2%12 + 1, after: pass%2 == 1}
+		k := &localruntest.KillSwitch{At: pass/2%12 + 1, After: pass%2 == 1}
 		w.killer = k
 		w.disrupt()
-		if k.dead {
+		if k.Dead() {
 			kills++
 		}
 		w.killer = nil

@@ -37,6 +37,7 @@ import (
 	"github.com/karpless/karpless/shared/lifecycle"
 	"github.com/karpless/karpless/shared/localaws"
 	"github.com/karpless/karpless/shared/localrun"
+	"github.com/karpless/karpless/shared/localrun/localruntest"
 	"github.com/karpless/karpless/shared/podutil"
 	"github.com/karpless/karpless/shared/pricing"
 	"github.com/karpless/karpless/shared/provisioning"
@@ -86,7 +87,7 @@ type world struct {
 	ns  string
 	// killer, when set, sits in front of both edges of the disruption
 	// passes' engines.
-	killer *killSwitch
+	killer *localruntest.KillSwitch
 	// evictions counts eviction requests per pod UID that reached the
 	// API server.
 	evMu      sync.Mutex
@@ -165,7 +166,7 @@ func resetCluster(t *testing.T, e *kubetest.Env) {
 
 // env builds the functions' environment, with the kill switch (if any) in
 // front of the Kubernetes writes and AWS calls, and eviction accounting.
-func (w *world) env(k *killSwitch) *app.Env {
+func (w *world) env(k *localruntest.KillSwitch) *app.Env {
 	w.t.Helper()
 	restCfg := rest.CopyConfig(w.e.Cluster.RESTConfig)
 	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &watchRT{next: rt, w: w, k: k} })
@@ -197,7 +198,7 @@ func (w *world) disrupt() orchestrate.Summary {
 	w.t.Helper()
 	a := w.env(w.killer)
 	s, _, err := w.disrupter(a).Pass(context.Background())
-	if err != nil && !errors.Is(err, errKilled) {
+	if err != nil && !errors.Is(err, localruntest.ErrKilled) {
 		w.t.Logf("disruption pass: %v", err)
 	}
 	if testing.Verbose() {
@@ -217,7 +218,7 @@ func (w *world) disrupt() orchestrate.Summary {
 // provision runs one provisioner pass.
 func (w *world) provision() {
 	w.t.Helper()
-	if _, err := w.env(nil).Provisioner().Pass(context.Background()); err != nil && !errors.Is(err, errKilled) {
+	if _, err := w.env(nil).Provisioner().Pass(context.Background()); err != nil && !errors.Is(err, localruntest.ErrKilled) {
 		w.t.Logf("provisioner pass: %v", err)
 	}
 }
@@ -453,57 +454,12 @@ func (w *world) assertInvariants() {
 	}
 }
 
-var errKilled = errors.New("killed: the Lambda was stopped here")
-
-// killSwitch stops an invocation at one external call: before it is sent,
-// or after it was applied but before its answer is seen. Every call after
-// that fails, as in a dead process.
-type killSwitch struct {
-	mu    sync.Mutex
-	n     int
-	at    int
-	after bool
-	dead  bool
-	calls []string
-}
-
-func (k *killSwitch) do(desc string, send func() (*http.Response, error)) (*http.Response, error) {
-	if k == nil {
-		return send()
-	}
-	k.mu.Lock()
-	if k.dead {
-		k.mu.Unlock()
-		return nil, errKilled
-	}
-	k.n++
-	n := k.n
-	k.calls = append(k.calls, desc)
-	if n == k.at && !k.after {
-		k.dead = true
-		k.mu.Unlock()
-		return nil, errKilled
-	}
-	k.mu.Unlock()
-	resp, err := send()
-	if n == k.at && k.after {
-		k.mu.Lock()
-		k.dead = true
-		k.mu.Unlock()
-		if resp != nil {
-			resp.Body.Close()
-		}
-		return nil, errKilled
-	}
-	return resp, err
-}
-
 // watchRT is the Kubernetes edge: it counts evictions and applies the kill
 // switch to writes (reads change nothing).
 type watchRT struct {
 	next http.RoundTripper
 	w    *world
-	k    *killSwitch
+	k    *localruntest.KillSwitch
 }
 
 func (r *watchRT) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -511,7 +467,7 @@ func (r *watchRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		return r.next.RoundTrip(req)
 	}
 	desc := "kube " + req.Method + " " + req.URL.Path
-	resp, err := r.k.do(desc, func() (*http.Response, error) { return r.next.RoundTrip(req) })
+	resp, err := r.k.Do(desc, func() (*http.Response, error) { return r.next.RoundTrip(req) })
 	if err == nil && resp != nil && resp.StatusCode < 300 && req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/eviction") {
 		parts := strings.Split(req.URL.Path, "/")
 		key := parts[len(parts)-4] + "/" + parts[len(parts)-2]
@@ -530,7 +486,7 @@ type watchHTTP struct {
 		Do(*http.Request) (*http.Response, error)
 	}
 	w *world
-	k *killSwitch
+	k *localruntest.KillSwitch
 }
 
 func (c *watchHTTP) Do(req *http.Request) (*http.Response, error) {
@@ -548,7 +504,7 @@ func (c *watchHTTP) Do(req *http.Request) (*http.Response, error) {
 			}
 		}
 	}
-	return c.k.do("aws "+action, func() (*http.Response, error) { return c.next.Do(req) })
+	return c.k.Do("aws "+action, func() (*http.Response, error) { return c.next.Do(req) })
 }
 
 // checkDrained records a violation if the instance's node still hosts a

@@ -111,26 +111,23 @@ func (d *Disrupter) untaint(ctx context.Context, node *corev1.Node) error {
 
 func (d *Disrupter) setDisruptionReason(ctx context.Context, nc *karpv1.NodeClaim, reason karpv1.DisruptionReason) error {
 	now := metav1.NewTime(d.Clock.Now())
-	mutate := func(c *karpv1.NodeClaim) {
+	return d.updateStatus(ctx, nc, func(c *karpv1.NodeClaim) {
 		lifecycle.SetCondition(c, karpv1.ConditionTypeDisruptionReason, metav1.ConditionTrue, string(reason), string(reason), now)
-	}
-	err := lifecycle.UpdateStatus(ctx, d.Kube, nc, mutate)
-	if isNotFound(err) {
-		return nil
-	}
-	if err == nil {
-		mutate(nc)
-	}
-	return err
+	})
 }
 
 func (d *Disrupter) clearDisruptionReason(ctx context.Context, nc *karpv1.NodeClaim) error {
 	if meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeDisruptionReason) == nil {
 		return nil
 	}
-	mutate := func(c *karpv1.NodeClaim) {
+	return d.updateStatus(ctx, nc, func(c *karpv1.NodeClaim) {
 		meta.RemoveStatusCondition(&c.Status.Conditions, karpv1.ConditionTypeDisruptionReason)
-	}
+	})
+}
+
+// updateStatus writes mutate to the claim's status and, once written, to
+// the caller's copy too; a claim already gone needs nothing.
+func (d *Disrupter) updateStatus(ctx context.Context, nc *karpv1.NodeClaim, mutate func(*karpv1.NodeClaim)) error {
 	err := lifecycle.UpdateStatus(ctx, d.Kube, nc, mutate)
 	if isNotFound(err) {
 		return nil

@@ -26,15 +26,8 @@ func explainPod(ctx context.Context, c *cli, args []string) error {
 	cf := addClusterFlags(fs)
 	df := addDecisionFlags(fs)
 	ns := fs.String("n", "", "the pod's namespace, when the argument is a bare name (default: default)")
-	pos, err := parse(fs, args)
+	pos, err := parseDecision(fs, args, 1, df)
 	if err != nil {
-		return errUsage
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return errUsage
-	}
-	if err := df.validate(); err != nil {
 		return err
 	}
 	namespace, name, ok := strings.Cut(pos[0], "/")
@@ -65,15 +58,8 @@ func explainNodeClaim(ctx context.Context, c *cli, args []string) error {
 	fs := flags(c, "karpless explain nodeclaim", "[flags] <nodeclaim or node name>")
 	cf := addClusterFlags(fs)
 	df := addDecisionFlags(fs)
-	pos, err := parse(fs, args)
+	pos, err := parseDecision(fs, args, 1, df)
 	if err != nil {
-		return errUsage
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return errUsage
-	}
-	if err := df.validate(); err != nil {
 		return err
 	}
 	w, err := world(ctx, cf, df)

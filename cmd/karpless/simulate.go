@@ -12,15 +12,7 @@ func simulate(ctx context.Context, c *cli, args []string) error {
 	fs := flags(c, "karpless simulate", "[--snapshot file] [-o text|json] [flags]")
 	cf := addClusterFlags(fs)
 	df := addDecisionFlags(fs)
-	pos, err := parse(fs, args)
-	if err != nil {
-		return errUsage
-	}
-	if len(pos) != 0 {
-		fs.Usage()
-		return errUsage
-	}
-	if err := df.validate(); err != nil {
+	if _, err := parseDecision(fs, args, 0, df); err != nil {
 		return err
 	}
 	w, err := world(ctx, cf, df)

@@ -66,6 +66,20 @@ func (d *decisionFlags) validate() error {
 	return nil
 }
 
+// parseDecision parses a what-if command's arguments: exactly want
+// positional ones, and valid decision flags.
+func parseDecision(fs *flag.FlagSet, args []string, want int, df *decisionFlags) ([]string, error) {
+	pos, err := parse(fs, args)
+	if err != nil {
+		return nil, errUsage
+	}
+	if len(pos) != want {
+		fs.Usage()
+		return nil, errUsage
+	}
+	return pos, df.validate()
+}
+
 // emptyConfigHint is the help for a missing kubeconfig.
 const emptyConfigHint = "no kubeconfig found: pass --kubeconfig, set KUBECONFIG, or write ~/.kube/config (for EKS: aws eks update-kubeconfig --name <cluster>)"
 

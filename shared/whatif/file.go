@@ -80,63 +80,29 @@ func NewFile(snap *snapshot.Snapshot, m Market, takenAt time.Time, source, names
 	}
 	for _, n := range snap.Nodes {
 		n = snapshot.TrimNode(n)
-		n.ObjectMeta = redactMeta(n.ObjectMeta)
+		redactMeta(n)
 		o.Nodes = append(o.Nodes, n)
 	}
-	for _, nc := range snap.NodeClaims {
-		nc = nc.DeepCopy()
-		nc.ObjectMeta = redactMeta(nc.ObjectMeta)
-		o.NodeClaims = append(o.NodeClaims, nc)
-	}
-	for _, np := range snap.NodePools {
-		np = np.DeepCopy()
-		np.ObjectMeta = redactMeta(np.ObjectMeta)
-		o.NodePools = append(o.NodePools, np)
-	}
-	for _, c := range snap.NodeClasses {
-		c = c.DeepCopy()
-		c.ObjectMeta = redactMeta(c.ObjectMeta)
+	o.NodeClaims = redactedCopies(snap.NodeClaims)
+	o.NodePools = redactedCopies(snap.NodePools)
+	o.EC2NodeClasses = redactedCopies(snap.NodeClasses)
+	for _, c := range o.EC2NodeClasses {
 		c.Spec.UserData = nil
-		o.EC2NodeClasses = append(o.EC2NodeClasses, c)
 	}
 	for _, d := range snap.DaemonSets {
 		d = d.DeepCopy()
-		d.ObjectMeta = redactMeta(d.ObjectMeta)
+		redactMeta(d)
 		tmpl := redactPod(&corev1.Pod{ObjectMeta: d.Spec.Template.ObjectMeta, Spec: d.Spec.Template.Spec})
 		d.Spec.Template = corev1.PodTemplateSpec{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
 		d.Status = appsv1.DaemonSetStatus{}
 		o.DaemonSets = append(o.DaemonSets, d)
 	}
-	for _, p := range snap.PDBs {
-		p = p.DeepCopy()
-		p.ObjectMeta = redactMeta(p.ObjectMeta)
-		o.PDBs = append(o.PDBs, p)
-	}
-	for _, p := range snap.PVCs {
-		p = p.DeepCopy()
-		p.ObjectMeta = redactMeta(p.ObjectMeta)
-		o.PVCs = append(o.PVCs, p)
-	}
-	for _, p := range snap.PVs {
-		p = p.DeepCopy()
-		p.ObjectMeta = redactMeta(p.ObjectMeta)
-		o.PVs = append(o.PVs, p)
-	}
-	for _, s := range snap.StorageClasses {
-		s = s.DeepCopy()
-		s.ObjectMeta = redactMeta(s.ObjectMeta)
-		o.StorageClasses = append(o.StorageClasses, s)
-	}
-	for _, c := range snap.CSINodes {
-		c = c.DeepCopy()
-		c.ObjectMeta = redactMeta(c.ObjectMeta)
-		o.CSINodes = append(o.CSINodes, c)
-	}
-	for _, v := range snap.VolumeAttachments {
-		v = v.DeepCopy()
-		v.ObjectMeta = redactMeta(v.ObjectMeta)
-		o.VolumeAttachments = append(o.VolumeAttachments, v)
-	}
+	o.PDBs = redactedCopies(snap.PDBs)
+	o.PVCs = redactedCopies(snap.PVCs)
+	o.PVs = redactedCopies(snap.PVs)
+	o.StorageClasses = redactedCopies(snap.StorageClasses)
+	o.CSINodes = redactedCopies(snap.CSINodes)
+	o.VolumeAttachments = redactedCopies(snap.VolumeAttachments)
 	return f
 }
 
@@ -144,7 +110,21 @@ func NewFile(snap *snapshot.Snapshot, m Market, takenAt time.Time, source, names
 // with the redacted annotations.
 func redactPod(p *corev1.Pod) *corev1.Pod {
 	out := snapshot.TrimPod(p)
-	out.ObjectMeta = redactMeta(out.ObjectMeta)
+	redactMeta(out)
+	return out
+}
+
+// redactedCopies deep-copies each object and redacts its metadata.
+func redactedCopies[T interface {
+	metav1.Object
+	DeepCopy() T
+}](in []T) []T {
+	var out []T
+	for _, o := range in {
+		o = o.DeepCopy()
+		redactMeta(o)
+		out = append(out, o)
+	}
 	return out
 }
 
@@ -157,10 +137,10 @@ var keptAnnotations = map[string]bool{
 	corev1.PodDeletionCost:        true,
 }
 
-func redactMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
-	m.ManagedFields = nil
+func redactMeta(m metav1.Object) {
+	m.SetManagedFields(nil)
 	var kept map[string]string
-	for k, v := range m.Annotations {
+	for k, v := range m.GetAnnotations() {
 		keep := keptAnnotations[k]
 		for _, p := range keptPrefixes {
 			keep = keep || strings.HasPrefix(k, p)
@@ -172,8 +152,7 @@ func redactMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
 			kept[k] = v
 		}
 	}
-	m.Annotations = kept
-	return m
+	m.SetAnnotations(kept)
 }
 
 // Snapshot is the file's objects as a snapshot.

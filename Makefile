@@ -10,7 +10,12 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 KUBE_BIN     := .cache/kube/bin
-FUNCTIONS    := provisioner disruption interruption bootstrap
+# Test packages run at once. The integration suites mostly wait on their
+# control planes and on real-time Kubernetes work (about one core busy on
+# average at -p 2), so more than one per core shortens make test.
+TEST_PARALLEL ?= 4
+# One per folder of functions/ (their names are registered in functions/doc.go).
+FUNCTIONS    := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go))
 # The CDK CLI must read cloud-assembly schema 54 (aws-cdk-lib 2.270); npm's
 # "latest" tag is an older major that cannot, so the version is pinned.
 CDK_VERSION  ?= 2.1148.1
@@ -22,7 +27,7 @@ CDK_ARGS     ?=
 # Identity of the CRDs the bootstrap embeds; a change makes CloudFormation re-run it.
 CRD_HASH     := $(shell cat shared/apis/crds/*.yaml 2>/dev/null | sha256sum | cut -c1-16)
 
-.PHONY: all demo test unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
+.PHONY: all demo test soak unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
 
 all: test
 
@@ -38,11 +43,24 @@ kube:
 demo: kube
 	$(GO) run ./cmd/karpless demo $(if $(SCENARIO),--scenario $(SCENARIO))
 
+## soak: the seeded chaos soak, make soak [SEEDS=n HOURS=h FIRST_SEED=s]
+## (default seeds 1-20 of 6 virtual hours each, 10-13 minutes of real time
+## per seed on 2 cores); each seed gets its own control plane and emulator,
+## one after the other. The last line is
+## soak: seeds=<s> virtual-hours=<h> invocations=<i> kills=<k> faults=<f> violations=<v>
+## `make test` runs a fixed CI subset (shared/local/soak TestSoakCI).
+SEEDS ?= 20
+HOURS ?= 6
+FIRST_SEED ?= 1
+soak: kube
+	$(GO) build -o build/karpless ./cmd/karpless
+	build/karpless soak --seeds $(SEEDS) --first-seed $(FIRST_SEED) --hours $(HOURS) $(if $(SOAK_DIR),--dir $(SOAK_DIR))
+
 ## generate: deepcopy and CRD manifests from shared/apis (controller-gen is
 ## pinned in go.mod's tool block), and the catalog from ../shared when present.
 generate:
 	$(GO) tool controller-gen object paths=./shared/apis/... crd output:crd:artifacts:config=shared/apis/crds
-	@if [ -f ../shared/catalog/ec2-instance-types.json ]; then cd shared/catalog && $(GO) run ./internal/gen -in ../../../shared/catalog/ec2-instance-types.json; fi
+	@if [ -f ../shared/catalog/ec2-instance-types.json ]; then cd shared/core/catalog && $(GO) run ./internal/gen -in ../../../../shared/catalog/ec2-instance-types.json; fi
 
 ## check-generated: fail if the committed CRDs or deepcopy are stale.
 check-generated:
@@ -57,7 +75,7 @@ vet:
 ## test: everything CI runs. Integration tests need the control plane; with
 ## KARPLESS_REQUIRE_KUBE=1 a missing one is a failure, never a silent skip.
 test: kube vet check-generated synth
-	KARPLESS_REQUIRE_KUBE=1 CDK_VALIDATION=false $(GO) test -count=1 -timeout 25m ./...
+	KARPLESS_REQUIRE_KUBE=1 CDK_VALIDATION=false $(GO) test -count=1 -p $(TEST_PARALLEL) -timeout 25m ./...
 
 unit:
 	$(GO) test -short ./...
@@ -101,7 +119,7 @@ cdk-pin:
 ## bench: Karpless vs Karpenter's scheduler on the same workloads (~10 min:
 ## Karpenter needs minutes per 5,000 pods). The last line is the ratio.
 bench:
-	$(GO) test ./shared/scheduling -run '^$$' -bench Solve -benchmem -cpu 1 -benchtime 3x
+	$(GO) test ./shared/core/scheduling -run '^$$' -bench Solve -benchmem -cpu 1 -benchtime 3x
 	cd bench && $(GO) run .
 
 clean:

@@ -31,8 +31,8 @@ import (
 	"sigs.k8s.io/karpenter/pkg/test"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
-	"github.com/karpless/karpless/shared/scheduling"
-	"github.com/karpless/karpless/shared/scheduling/workload"
+	"github.com/karpless/karpless/shared/core/scheduling"
+	"github.com/karpless/karpless/shared/local/workload"
 )
 
 type workloadSpec struct {

@@ -1,4 +1,4 @@
-package functions
+package functions_test
 
 import (
 	"bufio"
@@ -17,11 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/karpless/karpless/shared/localaws"
+	"github.com/karpless/karpless/functions"
+	"github.com/karpless/karpless/shared/local/emulator"
 )
-
-// names are the deployed functions, as infra/ packages them.
-var names = []string{"provisioner", "interruption", "disruption", "bootstrap"}
 
 // BenchmarkColdStart measures each function's init: from the process start
 // to its first GET of the Lambda runtime API's next invocation, which is
@@ -37,7 +35,7 @@ func BenchmarkColdStart(b *testing.B) {
 	dir := b.TempDir()
 	emu, env := world(b)
 	defer emu.Close()
-	for _, fn := range names {
+	for _, fn := range functions.Names() {
 		host := build(b, fn, runtime.GOOS, runtime.GOARCH, dir)
 		arm := build(b, fn, "linux", "arm64", dir)
 		st, err := os.Stat(arm)
@@ -70,7 +68,7 @@ func TestColdStartBinariesReachTheRuntimeAPI(t *testing.T) {
 	dir := t.TempDir()
 	emu, env := world(t)
 	defer emu.Close()
-	for _, fn := range names {
+	for _, fn := range functions.Names() {
 		t.Run(fn, func(t *testing.T) {
 			id, _ := emu.Identity(fn)
 			bin := build(t, fn, runtime.GOOS, runtime.GOARCH, dir)
@@ -84,11 +82,11 @@ func TestColdStartBinariesReachTheRuntimeAPI(t *testing.T) {
 
 // world is an emulator whose EKS cluster points at a TLS endpoint (never
 // contacted during init) and the environment every function shares.
-func world(tb testing.TB) (*localaws.Emulator, []string) {
+func world(tb testing.TB) (*emulator.Emulator, []string) {
 	tb.Helper()
 	api := httptest.NewTLSServer(http.NotFoundHandler())
 	tb.Cleanup(api.Close)
-	emu, err := localaws.New(localaws.Config{ClusterName: "karpless-coldstart"})
+	emu, err := emulator.New(emulator.Config{ClusterName: "karpless-coldstart"})
 	if err != nil {
 		tb.Fatal(err)
 	}

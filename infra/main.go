@@ -17,6 +17,9 @@
 //	removeUserObjectsOnDelete true: bootstrap deletes user objects on stack deletion
 //	crdHash                   identity of the embedded CRDs (default dev)
 //	logRetentionDays          log retention of every function (default 30)
+//	reservedConcurrency       none (default) or a positive number reserved for
+//	                          each scheduled function (the account must keep
+//	                          100 unreserved; see docs/deploy.md)
 //	vpcId, subnetIds, securityGroupIds
 //	                          VPC placement of the functions (lists: comma-separated)
 //	stackName                 default Karpless-<clusterName>
@@ -89,6 +92,7 @@ func configFromContext(app awscdk.App) (config, error) {
 		RemoveUserObjectsOnDelete: c.boolean("removeUserObjectsOnDelete"),
 		CRDHash:                   c.str("crdHash", stack.DefaultCRDHash),
 		LogRetentionDays:          c.integer("logRetentionDays", stack.DefaultLogRetentionDays),
+		ReservedConcurrency:       c.integerOrNone("reservedConcurrency"),
 		VpcID:                     c.str("vpcId", ""),
 		SubnetIDs:                 c.list("subnetIds"),
 		SecurityGroupIDs:          c.list("securityGroupIds"),
@@ -160,18 +164,45 @@ func (c *ctx) integer(key string, def int) int {
 	if !ok {
 		return def
 	}
-	switch v := v.(type) {
-	case float64:
-		if v == float64(int(v)) {
-			return int(v)
-		}
-	case string:
-		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-			return n
-		}
+	if n, ok := wholeNumber(v); ok {
+		return n
 	}
 	c.errs = append(c.errs, fmt.Sprintf("context %s: want a whole number, got %v", key, v))
 	return def
+}
+
+// integerOrNone reads a whole number that "none" (or no value) leaves
+// unset: 0. Its range is checked by stack.Props.Validate.
+func (c *ctx) integerOrNone(key string) int {
+	v, ok := c.raw(key)
+	if !ok {
+		return 0
+	}
+	if s, isString := v.(string); isString {
+		if s = strings.TrimSpace(s); s == "" || strings.EqualFold(s, "none") {
+			return 0
+		}
+	}
+	if n, ok := wholeNumber(v); ok {
+		return n
+	}
+	c.errs = append(c.errs, fmt.Sprintf("context %s: want none or a whole number, got %v", key, v))
+	return 0
+}
+
+// wholeNumber accepts a JSON number (cdk.json) or a string (-c key=value).
+func wholeNumber(v any) (int, bool) {
+	switch v := v.(type) {
+	case float64:
+		if v == float64(int(v)) {
+			return int(v), true
+		}
+	case string:
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+			return n, true
+		}
+	}
+	return 0, false
 }
 
 // list accepts a comma-separated string or a JSON array of strings.

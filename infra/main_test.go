@@ -79,3 +79,59 @@ func TestConfigFromContextErrors(t *testing.T) {
 		t.Errorf("error: %v", err)
 	}
 }
+
+func TestReservedConcurrencyContext(t *testing.T) {
+	cases := []struct {
+		name  string
+		value any // nil: key absent
+		want  int
+		err   string // substring of the error; "": none
+	}{
+		{"absent", nil, 0, ""},
+		{"none", "none", 0, ""},
+		{"NONE", " NONE ", 0, ""},
+		{"empty", "", 0, ""},
+		{"0", "0", 0, ""},
+		{"string", "2", 2, ""},
+		{"cdk.json number", float64(3), 3, ""},
+		{"word", "two", 0, "reservedConcurrency: want none or a whole number, got two"},
+		{"fraction", "1.5", 0, "reservedConcurrency: want none or a whole number"},
+		{"cdk.json fraction", 1.5, 0, "reservedConcurrency: want none or a whole number"},
+		{"cdk.json bool", true, 0, "reservedConcurrency: want none or a whole number"},
+		// Parsed here; the range is Props.Validate's (next test).
+		{"negative", "-1", -1, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			context := map[string]interface{}{"clusterName": "prod"}
+			if c.value != nil {
+				context["reservedConcurrency"] = c.value
+			}
+			cfg, err := readConfig(t, context)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Errorf("error %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.props.ReservedConcurrency != c.want {
+				t.Errorf("ReservedConcurrency = %d, want %d", cfg.props.ReservedConcurrency, c.want)
+			}
+		})
+	}
+}
+
+// A negative value read from context is rejected by the stack's validation,
+// which names the key.
+func TestReservedConcurrencyNegative(t *testing.T) {
+	cfg, err := readConfig(t, map[string]interface{}{"clusterName": "prod", "reservedConcurrency": "-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.props.Validate(); err == nil || !strings.Contains(err.Error(), "reservedConcurrency -1 is not valid") {
+		t.Errorf("Validate: %v", err)
+	}
+}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/karpless/karpless/shared/demo"
+	"github.com/karpless/karpless/shared/local/demo"
 )
 
 var demoCommand = command{
@@ -16,7 +16,7 @@ var demoCommand = command{
 
 func runDemo(ctx context.Context, c *cli, args []string) error {
 	fs := flags(c, "karpless demo", "[--scenario file.yaml] [--report dir] [-v]")
-	scenario := fs.String("scenario", "", "a scenario file (default: the bundled one, shared/demo/scenarios/default.yaml)")
+	scenario := fs.String("scenario", "", "a scenario file (default: the bundled one, shared/local/demo/scenarios/default.yaml)")
 	report := fs.String("report", "demo-report", "folder for the HTML report")
 	verbose := fs.Bool("v", false, "also print the functions' JSON logs")
 	if pos, err := parse(fs, args); err != nil || len(pos) != 0 {

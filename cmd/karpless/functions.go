@@ -5,7 +5,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/karpless/karpless/shared/app"
+	"github.com/karpless/karpless/functions"
+	"github.com/karpless/karpless/shared/function/app"
 )
 
 // trigger is how AWS invokes a function, which decides the payload
@@ -29,24 +30,24 @@ type function struct {
 	handler func(env *app.Env) lambda.Handler
 }
 
-// functions are the handlers `karpless local tick` runs, one per Lambda
+// handlers are what `karpless local tick` runs, one per Lambda
 // function the CDK app deploys (bootstrap runs at deploy time, through
 // `karpless local up`).
-var functions = map[string]function{
-	"provisioner": {trigger: schedule, handler: func(env *app.Env) lambda.Handler {
+var handlers = map[string]function{
+	functions.Provisioner: {trigger: schedule, handler: func(env *app.Env) lambda.Handler {
 		return lambda.NewHandler(env.ProvisionerHandler())
 	}},
-	"interruption": {trigger: queue, handler: func(env *app.Env) lambda.Handler {
+	functions.Interruption: {trigger: queue, handler: func(env *app.Env) lambda.Handler {
 		return lambda.NewHandler(env.InterruptionHandler())
 	}},
-	"disruption": {trigger: schedule, handler: func(env *app.Env) lambda.Handler {
+	functions.Disruption: {trigger: schedule, handler: func(env *app.Env) lambda.Handler {
 		return lambda.NewHandler(env.DisruptionHandler())
 	}},
 }
 
 func functionNames() []string {
 	var out []string
-	for n := range functions {
+	for n := range handlers {
 		out = append(out, n)
 	}
 	sort.Strings(out)

@@ -20,9 +20,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/karpless/karpless/events"
-	"github.com/karpless/karpless/shared/app"
-	"github.com/karpless/karpless/shared/esm"
-	"github.com/karpless/karpless/shared/localaws"
+	"github.com/karpless/karpless/shared/function/app"
+	"github.com/karpless/karpless/shared/local/emulator"
+	"github.com/karpless/karpless/shared/local/eventsource"
 )
 
 var localCommand = command{
@@ -81,7 +81,7 @@ func localTick(ctx context.Context, c *cli, args []string) error {
 		return errUsage
 	}
 	name := pos[0]
-	fn, ok := functions[name]
+	fn, ok := handlers[name]
 	if !ok {
 		return fmt.Errorf("unknown function %q; available: %s", name, strings.Join(functionNames(), ", "))
 	}
@@ -106,7 +106,7 @@ func localTick(ctx context.Context, c *cli, args []string) error {
 	reqID := newRequestID()
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{
 		AwsRequestID:       reqID,
-		InvokedFunctionArn: fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s-%s", st.Region, localaws.DefaultAccountID, st.ClusterName, name),
+		InvokedFunctionArn: fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s-%s", st.Region, emulator.DefaultAccountID, st.ClusterName, name),
 	})
 	start := time.Now()
 	appEnv, err := app.Load(ctx, os.LookupEnv)
@@ -122,9 +122,9 @@ func localTick(ctx context.Context, c *cli, args []string) error {
 		}
 		c.printf("%s invocation %s done in %s:\n%s\n", name, reqID, time.Since(start).Round(time.Millisecond), indentJSON(out))
 	case queue:
-		m := esm.Mapping{
+		m := eventsource.Mapping{
 			SQS: appEnv.AWS.SQS, QueueURL: st.InterruptionQueueURL, Region: st.Region, BatchSize: 10, VisibilityTimeout: 30 * time.Second,
-			QueueARN: fmt.Sprintf("arn:aws:sqs:%s:%s:%s", st.Region, localaws.DefaultAccountID, st.ClusterName),
+			QueueARN: fmt.Sprintf("arn:aws:sqs:%s:%s:%s", st.Region, emulator.DefaultAccountID, st.ClusterName),
 		}
 		var raw []byte
 		o, err := m.PollOnce(ctx, func(ctx context.Context, batch lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
@@ -179,8 +179,8 @@ func localInject(ctx context.Context, c *cli, args []string) error {
 		fs.Usage()
 		return errUsage
 	}
-	kind, ids, state := localaws.EventKind(pos[0]), pos[1:], ""
-	if kind == localaws.EventStateChange {
+	kind, ids, state := emulator.EventKind(pos[0]), pos[1:], ""
+	if kind == emulator.EventStateChange {
 		if len(pos) < 3 {
 			return fmt.Errorf("state-change needs a state (pending, running, stopping, stopped, shutting-down, terminated) before the instance ids")
 		}
@@ -198,30 +198,30 @@ func localInject(ctx context.Context, c *cli, args []string) error {
 	now := time.Now()
 	var bodies [][]byte
 	switch kind {
-	case localaws.EventSpotInterruption:
+	case emulator.EventSpotInterruption:
 		for _, id := range ids {
 			bodies = append(bodies, events.NewSpotInterruption(newRequestID(), id, now))
 		}
-	case localaws.EventCapacityReservationInterruption:
+	case emulator.EventCapacityReservationInterruption:
 		for _, id := range ids {
 			bodies = append(bodies, events.NewCapacityReservationInterruption(newRequestID(), id, now))
 		}
-	case localaws.EventRebalance:
+	case emulator.EventRebalance:
 		for _, id := range ids {
 			bodies = append(bodies, events.NewRebalanceRecommendation(newRequestID(), id, now))
 		}
-	case localaws.EventStateChange:
+	case emulator.EventStateChange:
 		for _, id := range ids {
 			bodies = append(bodies, events.NewStateChange(newRequestID(), id, state, now))
 		}
-	case localaws.EventScheduledChange:
+	case emulator.EventScheduledChange:
 		bodies = append(bodies, events.NewScheduledChange(newRequestID(), *code, ids, now))
 	default:
-		return fmt.Errorf("unknown event kind %q (known: %v)", kind, localaws.EventKinds)
+		return fmt.Errorf("unknown event kind %q (known: %v)", kind, emulator.EventKinds)
 	}
 	op := st.Identities["operator"]
 	client := sqs.NewFromConfig(aws.Config{
-		Region: st.Region, BaseEndpoint: aws.String(st.Endpoint), HTTPClient: localaws.HTTPClient(),
+		Region: st.Region, BaseEndpoint: aws.String(st.Endpoint), HTTPClient: emulator.HTTPClient(),
 		Credentials: credentials.NewStaticCredentialsProvider(op.AccessKeyID, op.SecretAccessKey, ""),
 	})
 	for _, b := range bodies {
@@ -231,8 +231,8 @@ func localInject(ctx context.Context, c *cli, args []string) error {
 		}
 		c.printf("sent %s event %s to %s\n", kind, aws.ToString(out.MessageId), st.InterruptionQueueURL)
 	}
-	if (kind == localaws.EventSpotInterruption || kind == localaws.EventCapacityReservationInterruption) && *after > 0 {
-		if err := (localaws.Admin{URL: st.Endpoint}).TerminateAfter(ctx, ids, *after); err != nil {
+	if (kind == emulator.EventSpotInterruption || kind == emulator.EventCapacityReservationInterruption) && *after > 0 {
+		if err := (emulator.Admin{URL: st.Endpoint}).TerminateAfter(ctx, ids, *after); err != nil {
 			return err
 		}
 		c.printf("the instance(s) will be terminated in %s, as EC2 does after the warning (--terminate-after=0 to keep them)\n", *after)
@@ -252,14 +252,14 @@ func localInstances(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	list, err := (localaws.Admin{URL: st.Endpoint}).Instances(ctx)
+	list, err := (emulator.Admin{URL: st.Endpoint}).Instances(ctx)
 	if err != nil {
 		return err
 	}
 	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "INSTANCE\tTYPE\tZONE\tCAPACITY\tSTATE\tNODE\tTAGS")
 	for _, i := range list {
-		if i.State == localaws.StateTerminated && !*all {
+		if i.State == emulator.StateTerminated && !*all {
 			continue
 		}
 		var tags []string
@@ -305,8 +305,8 @@ func localFault(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	a := localaws.Admin{URL: st.Endpoint}
-	var f localaws.Fault
+	a := emulator.Admin{URL: st.Endpoint}
+	var f emulator.Fault
 	switch pos[0] {
 	case "list":
 		list, err := a.Faults(ctx)
@@ -327,19 +327,19 @@ func localFault(ctx context.Context, c *cli, args []string) error {
 		c.printf("faults cleared\n")
 		return nil
 	case "ice":
-		f = localaws.ICE(*capacityType, *instanceType, *zone)
+		f = emulator.ICE(*capacityType, *instanceType, *zone)
 	case "fleet-error":
-		f = localaws.FleetError(*code, *capacityType, *instanceType, *zone)
+		f = emulator.FleetError(*code, *capacityType, *instanceType, *zone)
 	case "throttle":
-		f = localaws.Throttle(*action, 0)
+		f = emulator.Throttle(*action, 0)
 	case "server-error":
-		f = localaws.ServerError(*action, 0)
+		f = emulator.ServerError(*action, 0)
 	case "api-error":
-		f = localaws.APIError(*action, *code, *status, 0)
+		f = emulator.APIError(*action, *code, *status, 0)
 	case "latency":
-		f = localaws.Latency(*action, *latency)
+		f = emulator.Latency(*action, *latency)
 	case "drop-after-apply":
-		f = localaws.DropAfterApply(*action, 0)
+		f = emulator.DropAfterApply(*action, 0)
 	default:
 		fs.Usage()
 		return errUsage

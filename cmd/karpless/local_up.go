@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/karpless/karpless/shared/apis/crds"
-	"github.com/karpless/karpless/shared/bootstrap"
 	"github.com/karpless/karpless/shared/kube"
-	"github.com/karpless/karpless/shared/localaws"
-	"github.com/karpless/karpless/shared/localkube"
+	"github.com/karpless/karpless/shared/local/controlplane"
+	"github.com/karpless/karpless/shared/local/emulator"
+	"github.com/karpless/karpless/shared/ticks/bootstrap"
 )
 
 // localUp starts a local stand-in of a deployment and keeps it running in
@@ -25,8 +25,8 @@ func localUp(ctx context.Context, c *cli, args []string) error {
 	scheduler := fs.Bool("scheduler", true, "run kube-scheduler (binds pods to the emulator's nodes)")
 	controllerManager := fs.Bool("controller-manager", true, "run kube-controller-manager (Deployments, ReplicaSets, DaemonSets, PDB status, garbage collection)")
 	install := fs.Bool("bootstrap", true, "install what the bootstrap function installs: CRDs, the controllers' RBAC, the default NodePool and EC2NodeClass")
-	cluster := fs.String("cluster-name", localaws.DefaultClusterName, "the emulated EKS cluster's name")
-	region := fs.String("region", localaws.DefaultRegion, "the emulated region")
+	cluster := fs.String("cluster-name", emulator.DefaultClusterName, "the emulated EKS cluster's name")
+	region := fs.String("region", emulator.DefaultRegion, "the emulated region")
 	addr := fs.String("aws-addr", "127.0.0.1:0", "the emulator's listen address")
 	verbose := fs.Bool("v", false, "log every AWS call")
 	if pos, err := parse(fs, args); err != nil || len(pos) != 0 {
@@ -49,8 +49,8 @@ func localUp(ctx context.Context, c *cli, args []string) error {
 	log := slog.New(slog.NewTextHandler(c.err, &slog.HandlerOptions{Level: level}))
 
 	// The emulator first: the API server authenticates tokens through it.
-	emu, err := localaws.New(localaws.Config{
-		Region: *region, ClusterName: *cluster, StateChangeEvents: true, Addr: *addr, Logger: log.With("component", "localaws"),
+	emu, err := emulator.New(emulator.Config{
+		Region: *region, ClusterName: *cluster, StateChangeEvents: true, Addr: *addr, Logger: log.With("component", "emulator"),
 	})
 	if err != nil {
 		return err
@@ -63,9 +63,9 @@ func localUp(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	log.Info("starting the local control plane (etcd, kube-apiserver)", "dir", kubeDir)
-	kc, err := localkube.Start(ctx, localkube.Config{
+	kc, err := controlplane.Start(ctx, controlplane.Config{
 		Dir: kubeDir, Scheduler: *scheduler, ControllerManager: *controllerManager,
-		TokenWebhookURL: emu.TokenWebhookURL(), Logger: log.With("component", "localkube"),
+		TokenWebhookURL: emu.TokenWebhookURL(), Logger: log.With("component", "controlplane"),
 	})
 	if err != nil {
 		return err
@@ -84,7 +84,7 @@ func localUp(ctx context.Context, c *cli, args []string) error {
 	}
 	if *install {
 		res, err := bootstrap.Install(ctx, clients, bootstrap.Options{
-			ClusterName: *cluster, DefaultNodePool: true, NodeRoleName: localaws.NodeRoleName(*cluster), CRDs: all,
+			ClusterName: *cluster, DefaultNodePool: true, NodeRoleName: emulator.NodeRoleName(*cluster), CRDs: all,
 			Log: log.With("component", "bootstrap"),
 		})
 		if err != nil {
@@ -155,7 +155,7 @@ func copyFile(from, to string) error {
 
 // linkKubectl links the kubectl built with the control plane into binDir.
 func linkKubectl(binDir string) (string, error) {
-	src, err := localkube.FindBinDir()
+	src, err := controlplane.FindBinDir()
 	if err != nil {
 		return "", err
 	}

@@ -35,6 +35,7 @@ var commands = []command{
 	simulateCommand,
 	snapshotCommand,
 	demoCommand,
+	soakCommand,
 }
 
 // errUsage means the arguments were wrong; the usage was printed already.

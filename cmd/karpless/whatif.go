@@ -14,9 +14,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/karpless/karpless/shared/config"
+	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/kube"
-	"github.com/karpless/karpless/shared/whatif"
+	"github.com/karpless/karpless/shared/local/whatif"
 )
 
 // This file holds what explain, simulate and snapshot share: reading a

@@ -24,11 +24,11 @@ import (
 
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
-	"github.com/karpless/karpless/shared/ice"
+	"github.com/karpless/karpless/shared/aws/pricing"
+	"github.com/karpless/karpless/shared/aws/unavailable"
+	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/kube/kubetest"
-	"github.com/karpless/karpless/shared/pricing"
-	"github.com/karpless/karpless/shared/wellknown"
-	"github.com/karpless/karpless/shared/whatif"
+	"github.com/karpless/karpless/shared/local/whatif"
 )
 
 var kenv *kubetest.Env
@@ -119,7 +119,7 @@ func TestWhatIfCommands(t *testing.T) {
 	if _, err := src.Get(ctx); err != nil {
 		t.Fatal(err)
 	}
-	marks, err := ice.Load(ctx, kc.Core.CoreV1(), kns, 3*time.Minute, clock.RealClock{})
+	marks, err := unavailable.Load(ctx, kc.Core.CoreV1(), kns, 3*time.Minute, clock.RealClock{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestWhatIfCommands(t *testing.T) {
 	contains("offline explain", out, "m5.large spot in us-east-1a at $0.0500/h", "answered offline from "+file)
 
 	// Nothing was written by any of it: the objects are as created.
-	if cm, err := kc.Core.CoreV1().ConfigMaps(kns).Get(ctx, ice.ConfigMapName, metav1.GetOptions{}); err != nil || len(cm.Data) != 1 {
+	if cm, err := kc.Core.CoreV1().ConfigMaps(kns).Get(ctx, unavailable.ConfigMapName, metav1.GetOptions{}); err != nil || len(cm.Data) != 1 {
 		t.Errorf("unavailable offerings changed: %v %v", cm, err)
 	}
 	if got, err := kc.NodeClaims.Get(ctx, claimName, metav1.GetOptions{}); err != nil || len(got.Status.Conditions) != 3 {

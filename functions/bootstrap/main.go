@@ -13,17 +13,17 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
-	"github.com/karpless/karpless/shared/awsconfig"
-	"github.com/karpless/karpless/shared/bootstrap"
-	"github.com/karpless/karpless/shared/config"
-	"github.com/karpless/karpless/shared/eksauth"
+	"github.com/karpless/karpless/shared/aws/awsconfig"
+	"github.com/karpless/karpless/shared/function/config"
+	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/kube"
-	"github.com/karpless/karpless/shared/record"
+	"github.com/karpless/karpless/shared/kube/eksauth"
+	"github.com/karpless/karpless/shared/ticks/bootstrap"
 )
 
 // responseTimeout bounds the PUT of the answer to CloudFormation's S3 URL,
 // which cfn.LambdaWrap sends with http.DefaultClient; it is shorter than
-// bootstrap.DefaultMargin, so a hung PUT fails (and Lambda retries the
+// timing.BootstrapMargin, so a hung PUT fails (and Lambda retries the
 // idempotent request) before the function times out.
 const responseTimeout = 15 * time.Second
 

@@ -1,7 +1,7 @@
 // Command disruption is the disruption Lambda: once a minute it drains and
 // terminates what is being deleted, collects garbage, expires old nodes and
 // carries out Karpenter's voluntary disruption (emptiness, drift,
-// consolidation) under NodePool budgets (see shared/disruption/orchestrate).
+// consolidation) under NodePool budgets (see shared/ticks/disrupt).
 package main
 
 import (
@@ -11,7 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/karpless/karpless/shared/app"
+	"github.com/karpless/karpless/shared/function/app"
 )
 
 func main() {

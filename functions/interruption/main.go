@@ -1,5 +1,5 @@
 // Command interruption is the interruption Lambda: it handles batches of
-// EC2 interruption events from SQS (see shared/interruption).
+// EC2 interruption events from SQS (see shared/ticks/interrupt).
 package main
 
 import (
@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/karpless/karpless/shared/app"
+	"github.com/karpless/karpless/shared/function/app"
 )
 
 func main() {

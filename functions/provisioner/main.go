@@ -1,5 +1,5 @@
 // Command provisioner is the provisioner Lambda: once a minute it turns
-// pending pods into NodeClaims and EC2 instances (see shared/provisioning).
+// pending pods into NodeClaims and EC2 instances (see shared/ticks/provision).
 package main
 
 import (
@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/karpless/karpless/shared/app"
+	"github.com/karpless/karpless/shared/function/app"
 )
 
 func main() {

@@ -5,10 +5,12 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/karpless/karpless/functions"
 )
 
 func TestFunctions(t *testing.T) {
@@ -20,8 +22,8 @@ func TestFunctions(t *testing.T) {
 		reserved any // nil: unreserved
 		env      map[string]any
 	}{
-		{Provisioner, 512, 70, 1, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo"}},
-		{Disruption, 512, 70, 1, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo"}},
+		{Provisioner, 512, 70, nil, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo"}},
+		{Disruption, 512, 70, nil, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo"}},
 		{Interruption, 512, 60, nil, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "INTERRUPTION_QUEUE_URL": queue}},
 		{Bootstrap, 256, 300, nil, map[string]any{"GOMEMLIMIT": "204MiB", "CLUSTER_NAME": testCluster}},
 	}
@@ -40,8 +42,8 @@ func TestFunctions(t *testing.T) {
 				"Role":          getAtt(logicalID(st, st.Roles[c.name]), "Arn"),
 				"LoggingConfig": map[string]any{"LogGroup": ref(logicalID(st, st.LogGroups[c.name]))},
 				"Environment":   map[string]any{"Variables": c.env},
-				// reserved concurrency: exactly 1 for the two ticks (two
-				// at once would only fight for the Lease), none otherwise.
+				// No reserved concurrency by default (see
+				// TestReservedConcurrency).
 				"ReservedConcurrentExecutions": c.reserved,
 				"VpcConfig":                    nil,
 			}
@@ -59,20 +61,56 @@ func TestFunctions(t *testing.T) {
 	}
 }
 
+// By default no function reserves concurrency: a reservation fails the
+// deploy on accounts with a low concurrency quota, and the leases already
+// serialize the ticks. With reservedConcurrency set, both scheduled
+// functions reserve that many, and no other function does.
 func TestReservedConcurrency(t *testing.T) {
-	for _, name := range []string{Provisioner, Disruption} {
-		check(t, name, func() {
-			tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), &map[string]interface{}{
-				"Description":                  assertions.Match_StringLikeRegexp(jsii.String("^Karpless " + name + ":")),
-				"ReservedConcurrentExecutions": 1,
-			})
+	cases := []struct {
+		name     string
+		reserved int
+		want     any // ReservedConcurrentExecutions of the ticks; nil: absent
+	}{
+		{"default (none)", 0, nil},
+		{"1", 1, 1},
+		{"20", 20, 20},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := defaultProps()
+			p.ReservedConcurrency = c.reserved
+			s, _, d, err := synth(p, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range functions.Names() {
+				want := c.want
+				if name != Provisioner && name != Disruption {
+					want = nil
+				}
+				got := props(resources(d)[logicalID(s, s.Functions[name])])["ReservedConcurrentExecutions"]
+				if jsonString(got) != jsonString(want) {
+					t.Errorf("%s: ReservedConcurrentExecutions = %s, want %s", name, jsonString(got), jsonString(want))
+				}
+			}
 		})
 	}
-	check(t, "only two functions reserve concurrency", func() {
+
+	// The default template of TestMain, too.
+	check(t, "no function reserves concurrency by default", func() {
 		tmpl.ResourcePropertiesCountIs(jsii.String("AWS::Lambda::Function"), &map[string]interface{}{
 			"ReservedConcurrentExecutions": assertions.Match_AnyValue(),
-		}, jsii.Number(2))
+		}, jsii.Number(0))
 	})
+
+	// An invalid value defines nothing and names the key.
+	p := defaultProps()
+	p.ReservedConcurrency = -2
+	if s, err := NewStack(newApp(), "Karpless-bad", p); err == nil || s != nil {
+		t.Errorf("NewStack with reservedConcurrency -2 = %v, %v; want an error", s, err)
+	} else if !strings.Contains(err.Error(), "reservedConcurrency -2 is not valid") {
+		t.Errorf("error: %v", err)
+	}
 }
 
 func TestNoOtherFunctions(t *testing.T) {
@@ -90,7 +128,7 @@ func TestLogGroups(t *testing.T) {
 	check(t, "4 log groups with 30 days", func() {
 		tmpl.ResourcePropertiesCountIs(jsii.String("AWS::Logs::LogGroup"), &map[string]interface{}{"RetentionInDays": 30}, jsii.Number(4))
 	})
-	for _, name := range FunctionNames {
+	for _, name := range functions.Names() {
 		lg := logicalID(st, st.LogGroups[name])
 		r := resources(doc)[lg]
 		if r["DeletionPolicy"] != "Delete" {
@@ -181,7 +219,7 @@ func TestBootstrapCustomResource(t *testing.T) {
 
 	// A new bootstrap binary changes BootstrapSHA256 (an Update).
 	other := t.TempDir()
-	for _, fn := range FunctionNames {
+	for _, fn := range functions.Names() {
 		if err := os.MkdirAll(filepath.Join(other, fn), 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -264,9 +264,14 @@ func instanceProfileGCStatements(cluster string) []awsiam.PolicyStatement {
 	}
 }
 
-// queueConsumerStatement: what the event source mapping (ReceiveMessage,
-// DeleteMessage, GetQueueAttributes) and the function (early retries with
-// ChangeMessageVisibility) call on the interruption queue.
+// queueConsumerStatement: what is called on the interruption queue with the
+// interruption function's role. The event source mapping receives and
+// deletes messages and reads the queue's attributes (ReceiveMessage,
+// DeleteMessage, GetQueueAttributes). The interruption function itself calls
+// ChangeMessageVisibility: it makes a transiently failed message visible
+// again after a few seconds, where the queue's visibility timeout (six
+// function timeouts, 360 s, Lambda's guidance) would outlast a spot
+// warning's two minutes.
 func queueConsumerStatement(queueARN *string) awsiam.PolicyStatement {
 	return statement("AllowInterruptionQueueActions",
 		[]string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility"},

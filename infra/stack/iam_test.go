@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/karpless/karpless/functions"
 )
 
 // Each statement of the controllers' managed policies, exactly as
@@ -243,7 +244,7 @@ func roleGrants(d map[string]any, roleID string) (stmts []map[string]any, awsMan
 }
 
 func checkRoleActions(t *testing.T, s *Stack, d map[string]any, wantAWSManaged []string) {
-	for _, name := range FunctionNames {
+	for _, name := range functions.Names() {
 		stmts, awsManaged := roleGrants(d, logicalID(s, s.Roles[name]))
 		got := map[string]bool{}
 		for _, st := range stmts {

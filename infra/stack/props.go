@@ -8,18 +8,18 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/karpless/karpless/functions"
 )
 
-// The four Lambda functions. Each one's binary is <AssetsDir>/<name>/bootstrap.
+// The four Lambda functions (registered in package functions). Each one's
+// binary is <AssetsDir>/<name>/bootstrap.
 const (
-	Provisioner  = "provisioner"
-	Disruption   = "disruption"
-	Interruption = "interruption"
-	Bootstrap    = "bootstrap"
+	Provisioner  = functions.Provisioner
+	Disruption   = functions.Disruption
+	Interruption = functions.Interruption
+	Bootstrap    = functions.Bootstrap
 )
-
-// FunctionNames lists the functions in a fixed order.
-var FunctionNames = []string{Provisioner, Disruption, Interruption, Bootstrap}
 
 // Defaults applied by Props.withDefaults.
 const (
@@ -66,6 +66,16 @@ type Props struct {
 	// LogRetentionDays is the retention of every function's log group; one
 	// of the values CloudWatch Logs accepts (1, 3, 5, 7, 14, 30, ...).
 	LogRetentionDays int
+
+	// ReservedConcurrency, when positive, is reserved for each of the two
+	// scheduled functions (provisioner and disruption); 0, the default,
+	// reserves nothing. Off by default because Lambda refuses a reservation
+	// that leaves fewer than 100 of the account's concurrent executions
+	// unreserved, and new accounts often have a quota of 10; a default
+	// deploy would fail there. Nothing needs it: each tick takes its Lease
+	// (provisioning or disruption) before acting, and a tick that finds the
+	// Lease held returns at once, so overlapping ticks never act twice.
+	ReservedConcurrency int
 
 	// Optional VPC placement of the functions (for a cluster whose API
 	// endpoint is private). SubnetIDs is required for placement; with no
@@ -136,7 +146,7 @@ func (p Props) Validate() error {
 	if p.AssetsDir == "" {
 		bad("assetsDir is empty")
 	} else {
-		for _, fn := range FunctionNames {
+		for _, fn := range functions.Names() {
 			path := filepath.Join(p.AssetsDir, fn, "bootstrap")
 			st, err := os.Stat(path)
 			switch {
@@ -162,6 +172,10 @@ func (p Props) Validate() error {
 
 	if !slices.Contains(retentionDays, p.LogRetentionDays) {
 		bad("logRetentionDays %d is not a retention CloudWatch Logs accepts; use one of %s", p.LogRetentionDays, joinInts(retentionDays))
+	}
+
+	if p.ReservedConcurrency < 0 {
+		bad("reservedConcurrency %d is not valid: pass a positive number of concurrent executions to reserve for each scheduled function, or none (the default) to reserve nothing", p.ReservedConcurrency)
 	}
 
 	if p.VpcID != "" && !vpcRE.MatchString(p.VpcID) {

@@ -36,6 +36,8 @@ func TestPropsValidation(t *testing.T) {
 		{"some assets", func(p *Props) { p.AssetsDir = partial }, []string{"disruption/bootstrap is missing"}},
 		{"bad retention", func(p *Props) { p.LogRetentionDays = 10 }, []string{"logRetentionDays 10", "14, 30"}},
 		{"bad crdHash", func(p *Props) { p.CRDHash = "has space" }, []string{"crdHash"}},
+		{"reservedConcurrency 1", func(p *Props) { p.ReservedConcurrency = 1 }, nil},
+		{"negative reservedConcurrency", func(p *Props) { p.ReservedConcurrency = -1 }, []string{"reservedConcurrency -1 is not valid", "positive number", "none"}},
 		{"bad nodeRoleName", func(p *Props) { p.NodeRoleName = "no/slash" }, []string{`nodeRoleName "no/slash"`}},
 		{"subnets need a security group", func(p *Props) { p.SubnetIDs = []string{"subnet-0123456789abcdef0"} }, []string{"pass securityGroupIds, or vpcId"}},
 		{"vpcId needs subnets", func(p *Props) { p.VpcID = "vpc-0123456789abcdef0" }, []string{"subnetIds is required"}},

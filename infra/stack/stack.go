@@ -30,7 +30,7 @@ import (
 // Function sizing, from measurements (docs/deploy.md, "Sizing"): a
 // function's init peaks at 29-35 MiB RSS (go test ./functions -bench
 // ColdStart); the largest heap is a full 500-node disruption pass at 85 MiB
-// (go test ./shared/app -bench SteadyTicks). 512 MiB leaves room for the
+// (go test ./shared/function/app -bench SteadyTicks). 512 MiB leaves room for the
 // GC's doubling and buys about 0.3 vCPU, which keeps that pass near 13 s,
 // well inside the tick's timeout; the bootstrap only applies manifests.
 const (
@@ -39,10 +39,11 @@ const (
 	bootstrapMemoryMiB    = 256
 
 	// A tick runs once a minute and may keep a watch window open for most
-	// of it; 70 s lets the last pass finish while the next tick (held back
-	// by reserved concurrency 1 and the Lease) waits.
+	// of it; 70 s lets the last pass finish. The next tick, started while
+	// it runs, finds the Lease held and returns at once.
 	tickTimeout = 70 * time.Second
-	// Interruption: one SQS batch.
+	// Interruption: one SQS batch. The queue's visibility timeout and
+	// retention below are derived from it.
 	interruptionTimeout = 60 * time.Second
 	// Bootstrap: applies the CRDs and RBAC, waits for the CRDs to be
 	// established, and answers CloudFormation.
@@ -50,19 +51,41 @@ const (
 )
 
 // Schedules and the interruption queue.
+//
+// The queue follows Lambda's guidance for SQS event sources ("Configuring
+// a queue to use with Lambda", Lambda developer guide):
+//
+//   - visibility timeout at least six times the function's timeout, so that
+//     Lambda can retry a batch that was throttled while another ran:
+//     6 x 60 s = 360 s;
+//   - maxReceiveCount at least 5, so that a transient failure is retried
+//     before the message is set aside;
+//   - a retention that outlives those receives. A message that fails every
+//     time is received at 0, V, 2V, 3V and 4V after its first receive; the
+//     receive that finds it over maxReceiveCount, and moves it to the
+//     dead-letter queue, comes at 5 x 360 s = 1800 s. SQS counts retention
+//     from the first enqueue, so the message must still exist then: 3600 s
+//     leaves 1800 s (five more visibility timeouts) for the wait before the
+//     first receive and poller back-off. (300 s, Karpenter's retention,
+//     expired failing messages before their move: 5 x 70 s = 350 s.)
+//
+// Notices are time-critical (a spot warning gives two minutes), and 360 s
+// is too long to wait for a retry: the interruption function makes a
+// transiently failed message visible again after a few seconds with
+// sqs:ChangeMessageVisibility. Only a crashed or timed-out batch waits the
+// whole visibility timeout. A late retry is harmless: it finds the instance
+// gone or its NodeClaim already deleting, and does nothing.
 const (
 	tickRate = time.Minute
 
-	// Karpenter's queue retention: interruption notices are worthless after
-	// a few minutes, and 300 s covers the 2-minute spot warning.
-	queueRetention = 300 * time.Second
-	// At least the function timeout (Lambda refuses less) plus the batching
-	// window and a margin. A message whose handling failed comes back after
-	// this, or sooner if the function shortens it with
-	// ChangeMessageVisibility.
-	queueVisibility = 70 * time.Second
-	dlqRetention    = 14 * 24 * time.Hour
-	maxReceiveCount = 5
+	lambdaSQSVisibilityFactor = 6
+	queueVisibility           = lambdaSQSVisibilityFactor * interruptionTimeout // 360 s
+	maxReceiveCount           = 5
+	queueRetention            = time.Hour // > maxReceiveCount x queueVisibility = 1800 s
+	// SQS keeps a moved message's original enqueue time, so the dead-letter
+	// queue must keep messages longer than the source queue; 14 days (the
+	// maximum) leaves time to inspect them.
+	dlqRetention = 14 * 24 * time.Hour
 
 	interruptionBatchSize      = 10
 	interruptionBatchingWindow = 1 * time.Second
@@ -258,7 +281,7 @@ type function struct {
 	description string
 	memoryMiB   int
 	timeout     time.Duration
-	// reserved concurrency; 0 leaves it unreserved.
+	// reserved concurrency; 0 leaves it unreserved (Props.ReservedConcurrency).
 	reserved int
 	env      map[string]*string
 	// managed: customer managed policies shared between functions.
@@ -292,14 +315,14 @@ func (s *Stack) defineFunctions() error {
 		{
 			name: Provisioner, id: "Provisioner", tick: true,
 			description: "Karpless provisioner: pending pods to NodeClaims to EC2 capacity",
-			memoryMiB:   tickMemoryMiB, timeout: tickTimeout, reserved: 1,
+			memoryMiB:   tickMemoryMiB, timeout: tickTimeout, reserved: s.Props.ReservedConcurrency,
 			env:     map[string]*string{"CLUSTER_NAME": clusterEnv, "NODE_ROLE_NAME": nodeRoleEnv},
 			managed: []awsiam.ManagedPolicy{read, launch, profiles},
 		},
 		{
 			name: Disruption, id: "Disruption", tick: true,
 			description: "Karpless disruption: expiry, drift, consolidation, termination, garbage collection",
-			memoryMiB:   tickMemoryMiB, timeout: tickTimeout, reserved: 1,
+			memoryMiB:   tickMemoryMiB, timeout: tickTimeout, reserved: s.Props.ReservedConcurrency,
 			env:     map[string]*string{"CLUSTER_NAME": clusterEnv, "NODE_ROLE_NAME": nodeRoleEnv},
 			managed: []awsiam.ManagedPolicy{read, launch, profiles, profilesGC},
 		},

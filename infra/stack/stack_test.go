@@ -14,6 +14,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/karpless/karpless/functions"
 	"github.com/karpless/karpless/internal/cdktestenv"
 )
 
@@ -47,7 +48,7 @@ func TestMain(m *testing.M) {
 		}
 		defer os.RemoveAll(scratch)
 		assetsDir = filepath.Join(scratch, "build")
-		for _, fn := range FunctionNames {
+		for _, fn := range functions.Names() {
 			dir := filepath.Join(assetsDir, fn)
 			if err := os.MkdirAll(dir, 0o755); err == nil {
 				err = os.WriteFile(filepath.Join(dir, "bootstrap"), []byte("#!/bin/sh\n# dummy "+fn+"\n"), 0o755)

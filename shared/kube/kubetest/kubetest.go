@@ -1,5 +1,5 @@
 // Package kubetest gives a test package one real control plane (etcd and
-// kube-apiserver from localkube) with the Karpenter CRDs installed.
+// kube-apiserver from shared/local/controlplane) with the Karpenter CRDs installed.
 //
 //	var env *kubetest.Env
 //	func TestMain(m *testing.M) { os.Exit(kubetest.Run(m, &env, kubetest.Options{})) }
@@ -24,7 +24,7 @@ import (
 
 	"github.com/karpless/karpless/shared/apis/crds"
 	"github.com/karpless/karpless/shared/kube"
-	"github.com/karpless/karpless/shared/localkube"
+	"github.com/karpless/karpless/shared/local/controlplane"
 )
 
 // RequireEnv makes a missing control plane a failure instead of a skip; `make
@@ -41,7 +41,7 @@ type Options struct {
 
 // Env is the running control plane of a test package.
 type Env struct {
-	Cluster *localkube.Cluster
+	Cluster *controlplane.Cluster
 	Clients *kube.Clients
 	skip    string
 }
@@ -53,7 +53,7 @@ func Run(m *testing.M, env **Env, opts Options) int {
 	flag.Parse()
 	e, err := start(opts)
 	if err != nil {
-		if os.Getenv(RequireEnv) == "1" || !errors.Is(err, localkube.ErrNotBuilt) {
+		if os.Getenv(RequireEnv) == "1" || !errors.Is(err, controlplane.ErrNotBuilt) {
 			fmt.Fprintf(os.Stderr, "kubetest: %v\n", err)
 			return 1
 		}
@@ -67,7 +67,7 @@ func Run(m *testing.M, env **Env, opts Options) int {
 
 func start(opts Options) (*Env, error) {
 	if testing.Short() {
-		return nil, fmt.Errorf("%w: -short skips tests that need a kube-apiserver", localkube.ErrNotBuilt)
+		return nil, fmt.Errorf("%w: -short skips tests that need a kube-apiserver", controlplane.ErrNotBuilt)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -75,7 +75,7 @@ func start(opts Options) (*Env, error) {
 	if testing.Verbose() {
 		level = slog.LevelInfo
 	}
-	c, err := localkube.Start(ctx, localkube.Config{
+	c, err := controlplane.Start(ctx, controlplane.Config{
 		Scheduler:         opts.Scheduler,
 		ControllerManager: opts.ControllerManager,
 		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),

@@ -1,0 +1,90 @@
+// Package awserr classifies AWS API errors once, by code, so callers ask
+// "not found?", "out of capacity?", "throttled?" instead of matching strings.
+package awserr
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/aws/smithy-go"
+)
+
+// Code returns the AWS error code of err, or "" when it carries none.
+func Code(err error) string {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		return api.ErrorCode()
+	}
+	return ""
+}
+
+// Capacity error codes: the offering (type, zone, capacity type) cannot be
+// had right now, so it is marked unavailable and others are tried.
+var capacityCodes = map[string]bool{
+	"InsufficientInstanceCapacity":      true,
+	"MaxSpotInstanceCountExceeded":      true,
+	"VcpuLimitExceeded":                 true,
+	"UnfulfillableCapacity":             true,
+	"Unsupported":                       true,
+	"InsufficientFreeAddressesInSubnet": true,
+	"MaxFleetCountExceeded":             true,
+	"ReservationCapacityExceeded":       true,
+	"InsufficientCapacityOnHost":        true,
+}
+
+// IsCapacityCode reports whether a CreateFleet error code means "no capacity
+// for this offering".
+func IsCapacityCode(code string) bool { return capacityCodes[code] }
+
+// SpotServiceLinkedRoleMissing is the errorSet code of every spot override
+// when the account has no EC2 Spot service-linked role and the caller may
+// not create it: no spot offering can launch until someone creates the role.
+const SpotServiceLinkedRoleMissing = "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
+
+// IsSpotServiceLinkedRoleMissing reports that code (a CreateFleet errorSet
+// item) means spot cannot launch at all in this account.
+func IsSpotServiceLinkedRoleMissing(code string) bool { return code == SpotServiceLinkedRoleMissing }
+
+// IsNotFound reports whether the resource does not exist (any service).
+func IsNotFound(err error) bool {
+	c := Code(err)
+	switch {
+	case c == "":
+		return false
+	case strings.HasSuffix(c, ".NotFound"), strings.HasSuffix(c, "NotFoundException"), strings.HasSuffix(c, ".Malformed") && strings.HasPrefix(c, "InvalidInstanceID"):
+		return true
+	}
+	switch c {
+	case "NoSuchEntity", "ParameterNotFound", "ResourceNotFoundException", "InvalidLaunchTemplateName.NotFoundException",
+		"InvalidLaunchTemplateId.NotFound", "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist":
+		return true
+	}
+	return false
+}
+
+// IsAlreadyExists reports whether a create failed because the resource exists.
+func IsAlreadyExists(err error) bool {
+	switch Code(err) {
+	case "EntityAlreadyExists", "InvalidLaunchTemplateName.AlreadyExistsException", "AlreadyExistsException", "ResourceAlreadyExistsException":
+		return true
+	}
+	return false
+}
+
+// IsThrottle reports whether the call was rate limited.
+func IsThrottle(err error) bool {
+	switch Code(err) {
+	case "RequestLimitExceeded", "Throttling", "ThrottlingException", "EC2ThrottledException", "TooManyRequestsException", "RequestThrottled":
+		return true
+	}
+	return false
+}
+
+// IsUnauthorized reports whether IAM denied the call.
+func IsUnauthorized(err error) bool {
+	switch Code(err) {
+	case "UnauthorizedOperation", "AccessDenied", "AccessDeniedException", "AuthFailure":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,109 @@
+package pricing
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+type fakeEC2 struct {
+	calls int
+	now   time.Time
+}
+
+func (f *fakeEC2) DescribeInstanceTypeOfferings(_ context.Context, in *ec2.DescribeInstanceTypeOfferingsInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstanceTypeOfferingsOutput, error) {
+	f.calls++
+	if aws.ToString(in.NextToken) == "" {
+		return &ec2.DescribeInstanceTypeOfferingsOutput{NextToken: aws.String("p2"), InstanceTypeOfferings: []ec2types.InstanceTypeOffering{
+			{InstanceType: "m5.large", Location: aws.String("us-west-2b")},
+			{InstanceType: "m5.large", Location: aws.String("us-west-2a")},
+		}}, nil
+	}
+	return &ec2.DescribeInstanceTypeOfferingsOutput{InstanceTypeOfferings: []ec2types.InstanceTypeOffering{
+		{InstanceType: "c5.large", Location: aws.String("us-west-2a")},
+	}}, nil
+}
+
+func (f *fakeEC2) DescribeSpotPriceHistory(context.Context, *ec2.DescribeSpotPriceHistoryInput, ...func(*ec2.Options)) (*ec2.DescribeSpotPriceHistoryOutput, error) {
+	f.calls++
+	return &ec2.DescribeSpotPriceHistoryOutput{SpotPriceHistory: []ec2types.SpotPrice{
+		{InstanceType: "m5.large", AvailabilityZone: aws.String("us-west-2a"), SpotPrice: aws.String("0.040"), Timestamp: aws.Time(f.now.Add(-time.Hour))},
+		{InstanceType: "m5.large", AvailabilityZone: aws.String("us-west-2a"), SpotPrice: aws.String("0.035"), Timestamp: aws.Time(f.now.Add(-time.Minute))},
+		{InstanceType: "m5.large", AvailabilityZone: aws.String("us-west-2b"), SpotPrice: aws.String("bogus"), Timestamp: aws.Time(f.now)},
+	}}, nil
+}
+
+func TestBookIsReadFromEC2OnceAndReused(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	api := &fakeEC2{now: clk.Now()}
+	cms := fake.NewClientset().CoreV1()
+	src := &Source{EC2: api, ConfigMap: cms, Namespace: "kube-system", Clock: clk}
+	b, err := src.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.Offered("m5.large", "us-west-2a") || !b.Offered("c5.large", "us-west-2a") || b.Offered("c5.large", "us-west-2b") {
+		t.Errorf("offerings across pages: %v", b.Zones)
+	}
+	if p, ok := b.SpotPrice("m5.large", "us-west-2a"); !ok || p != 0.035 {
+		t.Errorf("spot price = %v %v, want the newest quote 0.035", p, ok)
+	}
+	if _, ok := b.SpotPrice("m5.large", "us-west-2b"); ok {
+		t.Error("an unparseable price was kept")
+	}
+	calls := api.calls
+	// A later, cold invocation reads the ConfigMap instead of EC2.
+	clk.Step(5 * time.Minute)
+	again := &Source{EC2: api, ConfigMap: cms, Namespace: "kube-system", Clock: clk}
+	if _, err := again.Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if api.calls != calls {
+		t.Errorf("a fresh book was fetched from EC2 again (%d calls, want %d)", api.calls, calls)
+	}
+	clk.Step(6 * time.Minute)
+	if _, err := again.Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if api.calls == calls {
+		t.Error("a stale book was not refreshed")
+	}
+}
+
+// failingEC2 answers every call with a throttling error.
+type failingEC2 struct{ *fakeEC2 }
+
+func (failingEC2) DescribeInstanceTypeOfferings(context.Context, *ec2.DescribeInstanceTypeOfferingsInput, ...func(*ec2.Options)) (*ec2.DescribeInstanceTypeOfferingsOutput, error) {
+	return nil, errors.New("RequestLimitExceeded: Request limit exceeded")
+}
+
+// TestStaleBookWhenEC2Fails: a refresh that fails (a throttled call) falls
+// back to the last book rather than failing the pass; with no book at all
+// the error is reported.
+func TestStaleBookWhenEC2Fails(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	cms := fake.NewClientset().CoreV1()
+	if _, err := (&Source{EC2: failingEC2{&fakeEC2{}}, ConfigMap: cms, Namespace: "kube-system", Clock: clk}).Get(ctx); err == nil {
+		t.Fatal("no book and EC2 failing: want an error")
+	}
+	if _, err := (&Source{EC2: &fakeEC2{now: clk.Now()}, ConfigMap: cms, Namespace: "kube-system", Clock: clk}).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(time.Hour)
+	b, err := (&Source{EC2: failingEC2{&fakeEC2{}}, ConfigMap: cms, Namespace: "kube-system", Clock: clk}).Get(ctx)
+	if err != nil {
+		t.Fatalf("a stale book should stand in while EC2 fails: %v", err)
+	}
+	if p, ok := b.SpotPrice("m5.large", "us-west-2a"); !ok || p != 0.035 {
+		t.Errorf("stale book spot price = %v %v", p, ok)
+	}
+}

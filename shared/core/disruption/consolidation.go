@@ -1,0 +1,243 @@
+package disruption
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/karpless/karpless/shared/core/scheduling"
+	"github.com/karpless/karpless/shared/core/wellknown"
+)
+
+// consolidate is Karpenter's computeConsolidation: can the candidates go,
+// their pods moving to the other nodes plus at most one new node that is
+// cheaper than all of them together? It returns the command, or nil and
+// why not.
+func (w *world) consolidate(m Method, cands []*Candidate) (*Command, string) {
+	sim := w.simulate(cands, 1)
+	if sim.failure != "" {
+		return nil, sim.failure
+	}
+	before := 0.0
+	allSpot := true
+	for _, cn := range cands {
+		before += cn.Price
+		if cn.CapacityType != wellknown.CapacityTypeSpot {
+			allSpot = false
+		}
+	}
+	cmd := &Command{Method: m, Candidates: cands, PriceBefore: before}
+	switch len(sim.results.NewNodeClaims) {
+	case 0:
+		cmd.Why = fmt.Sprintf("%d node(s) can go, their pods fit on other nodes", len(cands))
+		return cmd, ""
+	case 1:
+	default:
+		return nil, fmt.Sprintf("Can't remove without creating %d candidates", len(sim.results.NewNodeClaims))
+	}
+	n := sim.results.NewNodeClaims[0]
+	reqs := scheduling.RequirementsFromNodePool(n.Requirements)
+	ct := reqs.Get(wellknown.CapacityTypeLabel)
+	var err error
+	if allSpot && ct.Has(wellknown.CapacityTypeSpot) {
+		if !w.c.in.Options.SpotToSpotConsolidation {
+			return nil, "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
+		}
+		reqs[wellknown.CapacityTypeLabel] = scheduling.NewRequirement(wellknown.CapacityTypeLabel, corev1.NodeSelectorOpIn, wellknown.CapacityTypeSpot)
+		n, err = narrow(n, reqs, before)
+		if err != nil {
+			return nil, fmt.Sprintf("Filtering by price: %v", err)
+		}
+		if len(n.InstanceTypes) == 0 {
+			return nil, "Can't replace with a cheaper node"
+		}
+		if len(cands) == 1 {
+			// Keep only the cheapest options, so that the node launched is
+			// one of them and is not itself replaced at once.
+			if len(n.InstanceTypes) < minSpotToSpotOptions {
+				return nil, fmt.Sprintf("SpotToSpotConsolidation requires %d cheaper instance type options than the current candidate to consolidate, got %d",
+					minSpotToSpotOptions, len(n.InstanceTypes))
+			}
+			keep := max(minSpotToSpotOptions, minValuesNeeded(n))
+			if len(n.InstanceTypes) > keep {
+				n, _ = narrowTo(n, scheduling.RequirementsFromNodePool(n.Requirements), n.InstanceTypes[:keep])
+			}
+		}
+	} else {
+		n, err = narrow(n, reqs, before)
+		if err != nil {
+			return nil, fmt.Sprintf("Filtering by price: %v", err)
+		}
+		if len(n.InstanceTypes) == 0 {
+			return nil, "Can't replace with a cheaper node"
+		}
+		// The price filter assumed spot would launch when both capacity
+		// types are allowed; insist on it, so that a spot shortage fails
+		// the launch instead of launching a dearer on-demand node.
+		r := scheduling.RequirementsFromNodePool(n.Requirements)
+		if c := r.Get(wellknown.CapacityTypeLabel); c.Has(wellknown.CapacityTypeSpot) && c.Has(wellknown.CapacityTypeOnDemand) {
+			r[wellknown.CapacityTypeLabel] = scheduling.NewRequirement(wellknown.CapacityTypeLabel, corev1.NodeSelectorOpIn, wellknown.CapacityTypeSpot)
+			n, _ = narrowTo(n, r, n.InstanceTypes)
+		}
+	}
+	it, o := n.CheapestOffering()
+	if it == nil {
+		return nil, "Can't replace with a cheaper node"
+	}
+	cmd.Replacements = []*scheduling.NewNodeClaim{n}
+	cmd.PriceAfter = o.Price
+	cmd.Why = fmt.Sprintf("%d node(s) can be replaced by one cheaper node (%s %s in %s)", len(cands), it.Name, o.CapacityType, o.Zone)
+	return cmd, ""
+}
+
+// narrow keeps the claim's instance types whose cheapest allowed, available
+// offering under reqs costs less than maxPrice, cheapest first, and checks
+// that minValues still hold (Karpenter's
+// RemoveInstanceTypeOptionsByPriceAndMinValues).
+func narrow(n *scheduling.NewNodeClaim, reqs scheduling.Requirements, maxPrice float64) (*scheduling.NewNodeClaim, error) {
+	zone, ct := reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)
+	type priced struct {
+		it    *scheduling.InstanceType
+		price float64
+	}
+	var kept []priced
+	for _, it := range n.InstanceTypes {
+		if p := cheapestAllowed(it, zone, ct); p < maxPrice {
+			kept = append(kept, priced{it, p})
+		}
+	}
+	sort.SliceStable(kept, func(i, j int) bool { return kept[i].price < kept[j].price })
+	types := make([]*scheduling.InstanceType, len(kept))
+	for i, k := range kept {
+		types[i] = k.it
+	}
+	return narrowTo(n, reqs, types)
+}
+
+// narrowTo is a copy of the claim restricted to types (in that order) and
+// reqs, with the instance-type requirement rewritten to match. It errors
+// when a minValues requirement can no longer be met.
+func narrowTo(n *scheduling.NewNodeClaim, reqs scheduling.Requirements, types []*scheduling.InstanceType) (*scheduling.NewNodeClaim, error) {
+	reqs = reqs.Copy()
+	names := make([]string, len(types))
+	for i, it := range types {
+		names[i] = it.Name
+	}
+	itReq := scheduling.NewRequirement(wellknown.InstanceTypeLabel, corev1.NodeSelectorOpIn, names...)
+	if old, ok := reqs[wellknown.InstanceTypeLabel]; ok && old.MinValues != nil {
+		itReq = scheduling.NewRequirementWithMinValues(wellknown.InstanceTypeLabel, corev1.NodeSelectorOpIn, old.MinValues, names...)
+	}
+	reqs[wellknown.InstanceTypeLabel] = itReq
+	out := &scheduling.NewNodeClaim{
+		NodePool:         n.NodePool,
+		NodeClass:        n.NodeClass,
+		Requirements:     reqs.NodeSelectorRequirements(),
+		Labels:           n.Labels,
+		Taints:           n.Taints,
+		StartupTaints:    n.StartupTaints,
+		Requests:         n.Requests,
+		Pods:             n.Pods,
+		InstanceTypes:    types,
+		MinValuesRelaxed: n.MinValuesRelaxed,
+	}
+	for _, k := range reqs.Keys() {
+		r := reqs[k]
+		if r.MinValues == nil || len(types) == 0 {
+			continue
+		}
+		if got := distinctValues(types, k); got < *r.MinValues {
+			return out, fmt.Errorf("minValues requirement is not met for label %s (%d of %d values)", k, got, *r.MinValues)
+		}
+	}
+	return out, nil
+}
+
+// minValuesNeeded is how many of the claim's types (cheapest first) it takes
+// to meet every minValues requirement.
+func minValuesNeeded(n *scheduling.NewNodeClaim) int {
+	reqs := scheduling.RequirementsFromNodePool(n.Requirements)
+	need := 0
+	for _, k := range reqs.Keys() {
+		r := reqs[k]
+		if r.MinValues == nil {
+			continue
+		}
+		for i := range n.InstanceTypes {
+			if distinctValues(n.InstanceTypes[:i+1], k) >= *r.MinValues {
+				need = max(need, i+1)
+				break
+			}
+		}
+	}
+	return need
+}
+
+func distinctValues(types []*scheduling.InstanceType, key string) int {
+	seen := map[string]bool{}
+	for _, it := range types {
+		v := it.Labels[key]
+		if key == wellknown.InstanceTypeLabel {
+			v = it.Name
+		}
+		if v != "" {
+			seen[v] = true
+		}
+	}
+	return len(seen)
+}
+
+// cheapestAllowed is the price of the type's cheapest available offering in
+// an allowed zone and capacity type, +Inf when there is none.
+func cheapestAllowed(it *scheduling.InstanceType, zone, ct *scheduling.Requirement) float64 {
+	best := math.Inf(1)
+	for _, o := range it.Offerings {
+		if o.Available && zone.Has(o.Zone) && ct.Has(o.CapacityType) && o.Price < best {
+			best = o.Price
+		}
+	}
+	return best
+}
+
+// withoutSameTypes is Karpenter's filterOutSameInstanceType for multi-node
+// consolidation: when the replacement could be one of the candidates' own
+// instance types, only types cheaper than the cheapest such candidate are
+// worth it (otherwise deleting the others and keeping that one is the same
+// saving with less disruption).
+func withoutSameTypes(n *scheduling.NewNodeClaim, cands []*Candidate) (*scheduling.NewNodeClaim, error) {
+	priceOf := map[string]float64{}
+	for _, cn := range cands {
+		if cn.InstanceType == nil {
+			continue
+		}
+		p := offeringPrice(cn.InstanceType, cn.Zone, cn.CapacityType)
+		if old, ok := priceOf[cn.InstanceType.Name]; !ok || p < old {
+			priceOf[cn.InstanceType.Name] = p
+		}
+	}
+	limit := math.MaxFloat64
+	for _, it := range n.InstanceTypes {
+		if p, ok := priceOf[it.Name]; ok && p < limit {
+			limit = p
+		}
+	}
+	if limit == math.MaxFloat64 {
+		return n, nil
+	}
+	return narrow(n, scheduling.RequirementsFromNodePool(n.Requirements), limit)
+}
+
+// replacementTypes lists a replacement's instance type names (for logs).
+func replacementTypes(n *scheduling.NewNodeClaim, max int) []string {
+	var out []string
+	for _, it := range n.InstanceTypes {
+		if len(out) == max {
+			out = append(out, "...")
+			break
+		}
+		out = append(out, it.Name)
+	}
+	return slices.Clip(out)
+}

@@ -1,0 +1,143 @@
+// Package instancetype turns the compiled-in catalog into the instance types
+// one EC2NodeClass can launch, with prices, offerings and availability.
+package instancetype
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
+	"github.com/karpless/karpless/shared/core/catalog"
+	"github.com/karpless/karpless/shared/core/scheduling"
+	"github.com/karpless/karpless/shared/core/wellknown"
+)
+
+// Prices are what an instance type costs per hour. Both maps are optional.
+type Prices struct {
+	// OnDemand overrides the catalog's on-demand price by instance type.
+	OnDemand map[string]float64
+	// Spot is the spot price by instance type and zone, as EC2 quotes it.
+	// Nil means no quotes were read at all (an offline snapshot): every spot
+	// offering then carries a deterministic estimate (SpotEstimate). With
+	// quotes, a (type, zone) without one has no spot market there: its spot
+	// offering is unavailable, as in Karpenter, and carries the estimate
+	// only so that a node already running there still has a price.
+	Spot map[string]map[string]float64
+	// Offered says whether EC2 offers a type in a zone at all (nil: in
+	// every zone). Where it does not, the type has no offering there, which
+	// tells "not sold here" apart from "out of capacity right now".
+	Offered func(instanceType, zone string) bool
+}
+
+// SpotEstimate is the spot price assumed when none is known: between 30% and
+// 45% of on-demand, varying by instance type and zone through a hash of
+// their names so that zones and types differ as they do on the real market,
+// and the same inputs always give the same price.
+func SpotEstimate(instanceType, zone string, onDemand float64) float64 {
+	h := fnv.New32a()
+	h.Write([]byte(instanceType))
+	h.Write([]byte{0})
+	h.Write([]byte(zone))
+	frac := float64(h.Sum32()%1000) / 1000
+	return onDemand * (0.30 + 0.15*frac)
+}
+
+func (p Prices) onDemand(t *catalog.InstanceType) float64 {
+	if v, ok := p.OnDemand[t.Name]; ok {
+		return v
+	}
+	return t.OnDemandPrice
+}
+
+// spot is the type's spot price in the zone and whether spot can be
+// launched there at all.
+func (p Prices) spot(name, zone string, od float64) (float64, bool) {
+	if v, ok := p.Spot[name][zone]; ok {
+		return v, true
+	}
+	return SpotEstimate(name, zone, od), p.Spot == nil
+}
+
+// Build returns the catalog's instance types for one EC2NodeClass: capacity
+// and allocatable under its kubelet settings (cfg), a spot and an on-demand
+// offering in each of its subnets' zones that EC2 offers it in, marked unavailable where the
+// capacity-error cache says so (unavailable may be nil). Types without an
+// on-demand price are skipped; Windows AMI families label nodes
+// kubernetes.io/os=windows. Capacity reservations are not offered here.
+func Build(cat *catalog.Catalog, cfg catalog.NodeConfig, zones []string, prices Prices, unavailable func(capacityType, instanceType, zone string) bool) ([]*scheduling.InstanceType, error) {
+	out := make([]*scheduling.InstanceType, 0, cat.Len())
+	for _, t := range cat.All() {
+		od := prices.onDemand(t)
+		if od <= 0 {
+			continue
+		}
+		capacity := t.Capacity(cfg)
+		alloc, err := t.Allocatable(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("building instance types: %w", err)
+		}
+		labels := t.Labels()
+		if strings.HasPrefix(cfg.Family, "Windows") {
+			labels[wellknown.OSLabel] = "windows"
+		}
+		it := &scheduling.InstanceType{
+			Name:        t.Name,
+			Labels:      labels,
+			Capacity:    capacity,
+			Allocatable: alloc,
+			Offerings:   make([]scheduling.Offering, 0, 2*len(zones)),
+		}
+		for _, z := range zones {
+			if prices.Offered != nil && !prices.Offered(t.Name, z) {
+				continue
+			}
+			for _, ct := range []string{wellknown.CapacityTypeSpot, wellknown.CapacityTypeOnDemand} {
+				price, priced := od, true
+				if ct == wellknown.CapacityTypeSpot {
+					price, priced = prices.spot(t.Name, z, od)
+				}
+				it.Offerings = append(it.Offerings, scheduling.Offering{
+					Zone: z, CapacityType: ct, Price: price,
+					Available: priced && (unavailable == nil || !unavailable(ct, t.Name, z)),
+				})
+			}
+		}
+		out = append(out, it)
+	}
+	return out, nil
+}
+
+// FilterByAMIs keeps the types at least one of the EC2NodeClass's resolved
+// AMIs can boot: an AMI's requirements (status.amis[].requirements, e.g.
+// kubernetes.io/arch In [arm64], or a GPU count for accelerated images) must
+// all hold for the type's labels. With no AMIs, nothing can launch.
+func FilterByAMIs(types []*scheduling.InstanceType, amis []awsv1.AMI) []*scheduling.InstanceType {
+	sets := make([]scheduling.Requirements, 0, len(amis))
+	for _, a := range amis {
+		sets = append(sets, scheduling.RequirementsFromNodeSelector(a.Requirements))
+	}
+	var out []*scheduling.InstanceType
+	for _, it := range types {
+		for _, reqs := range sets {
+			if reqs.MatchesLabels(it.Labels) == nil {
+				out = append(out, it)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Zones are the distinct zones of an EC2NodeClass's subnets, in status order.
+func Zones(nc *awsv1.EC2NodeClass) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range nc.Status.Subnets {
+		if !seen[s.Zone] {
+			seen[s.Zone] = true
+			out = append(out, s.Zone)
+		}
+	}
+	return out
+}

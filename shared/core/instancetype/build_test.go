@@ -1,0 +1,184 @@
+package instancetype
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
+	"github.com/karpless/karpless/shared/core/catalog"
+	"github.com/karpless/karpless/shared/core/wellknown"
+)
+
+func TestBuild(t *testing.T) {
+	cat, err := catalog.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zones := []string{"us-east-1a", "us-east-1b"}
+	ice := func(ct, it, z string) bool { return ct == "spot" && it == "m5.large" && z == "us-east-1b" }
+	types, err := Build(cat, catalog.NodeConfig{Family: catalog.FamilyAL2023}, zones, Prices{Spot: map[string]map[string]float64{"m5.large": {"us-east-1a": 0.031}}}, ice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(types) < 1300 {
+		t.Fatalf("only %d types", len(types))
+	}
+	var m5 = types[0]
+	for _, it := range types {
+		if it.Name == "m5.large" {
+			m5 = it
+		}
+		if len(it.Offerings) != 4 {
+			t.Fatalf("%s has %d offerings", it.Name, len(it.Offerings))
+		}
+		for _, o := range it.Offerings {
+			if o.Price <= 0 {
+				t.Fatalf("%s %s price %f", it.Name, o.CapacityType, o.Price)
+			}
+			// With live quotes, a spot offering without one has no market:
+			// only m5.large in us-east-1a is quoted here.
+			quoted := it.Name == "m5.large" && o.Zone == "us-east-1a"
+			if o.CapacityType == "spot" && !quoted && o.Available {
+				t.Fatalf("%s spot in %s is available without a spot price", it.Name, o.Zone)
+			}
+		}
+	}
+	if m5.Name != "m5.large" || m5.Labels[wellknown.ArchLabel] != "amd64" {
+		t.Fatalf("m5.large missing or mislabelled")
+	}
+	for _, o := range m5.Offerings {
+		switch {
+		case o.CapacityType == "spot" && o.Zone == "us-east-1a" && o.Price != 0.031:
+			t.Fatalf("spot override not used: %v", o)
+		case o.CapacityType == "spot" && o.Zone == "us-east-1b" && o.Available:
+			t.Fatalf("ICE mark ignored: %v", o)
+		case o.CapacityType == "on-demand" && o.Price != 0.096:
+			t.Fatalf("on-demand price %v", o)
+		}
+	}
+	alloc := m5.Allocatable[corev1.ResourceMemory]
+	capacity := m5.Capacity[corev1.ResourceMemory]
+	if alloc.Cmp(capacity) >= 0 {
+		t.Fatalf("allocatable %s not below capacity %s", alloc.String(), capacity.String())
+	}
+	// Same inputs, same estimate; estimates stay in the documented band.
+	a, b := SpotEstimate("c5.large", "z", 1), SpotEstimate("c5.large", "z", 1)
+	if a != b || a < 0.30 || a >= 0.45 {
+		t.Fatalf("estimate %f %f", a, b)
+	}
+}
+
+func TestFilterByAMIs(t *testing.T) {
+	cat, _ := catalog.Load()
+	types, _ := Build(cat, catalog.NodeConfig{}, []string{"z"}, Prices{}, nil)
+	arm := []awsv1.AMI{{ID: "ami-arm", Requirements: []corev1.NodeSelectorRequirement{{Key: wellknown.ArchLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"arm64"}}}}}
+	kept := FilterByAMIs(types, arm)
+	if len(kept) == 0 || len(kept) >= len(types) {
+		t.Fatalf("kept %d of %d", len(kept), len(types))
+	}
+	for _, it := range kept {
+		if it.Labels[wellknown.ArchLabel] != "arm64" {
+			t.Fatalf("%s kept", it.Name)
+		}
+	}
+	noGPU := []awsv1.AMI{{ID: "ami-std", Requirements: []corev1.NodeSelectorRequirement{{Key: wellknown.InstanceGPUCountLabel, Operator: corev1.NodeSelectorOpDoesNotExist}}}}
+	for _, it := range FilterByAMIs(types, noGPU) {
+		if _, ok := it.Labels[wellknown.InstanceGPUCountLabel]; ok {
+			t.Fatalf("gpu type %s kept by a standard AMI", it.Name)
+		}
+	}
+	if len(FilterByAMIs(types, nil)) != 0 {
+		t.Fatal("no AMIs should keep nothing")
+	}
+	nc := &awsv1.EC2NodeClass{Status: awsv1.EC2NodeClassStatus{Subnets: []awsv1.Subnet{{Zone: "a"}, {Zone: "b"}, {Zone: "a"}}}}
+	if z := Zones(nc); len(z) != 2 {
+		t.Fatalf("zones %v", z)
+	}
+}
+
+func TestBuildWindows(t *testing.T) {
+	cat, _ := catalog.Load()
+	types, err := Build(cat, catalog.NodeConfig{Family: catalog.FamilyWindows2022}, []string{"z"}, Prices{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range types {
+		if it.Labels[wellknown.OSLabel] != "windows" {
+			t.Fatalf("%s os=%s", it.Name, it.Labels[wellknown.OSLabel])
+		}
+	}
+}
+
+// A type EC2 does not sell in a zone has no offering there at all, so the
+// simulator's reasons say "not offered" instead of "out of capacity".
+func TestBuildOmitsUnofferedZones(t *testing.T) {
+	cat, _ := catalog.Load()
+	offered := func(it, zone string) bool { return it != "m5.large" || zone == "a" }
+	types, err := Build(cat, catalog.NodeConfig{}, []string{"a", "b"}, Prices{Offered: offered}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range types {
+		want := 4
+		if it.Name == "m5.large" {
+			want = 2
+		}
+		if len(it.Offerings) != want {
+			t.Fatalf("%s: %d offerings, want %d", it.Name, len(it.Offerings), want)
+		}
+		for _, o := range it.Offerings {
+			if !o.Available || (it.Name == "m5.large" && o.Zone != "a") {
+				t.Fatalf("%s: offering %+v", it.Name, o)
+			}
+		}
+	}
+}
+
+// TestSpotWithoutAPrice: an offering EC2 quotes no spot price for has no
+// spot market and cannot launch (Karpenter's hasPrice); without any quotes
+// (an offline snapshot) the estimate stands in and spot stays launchable.
+func TestSpotWithoutAPrice(t *testing.T) {
+	cat, err := catalog.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	quotes := map[string]map[string]float64{"m5.large": {"a": 0.03}}
+	for _, tc := range []struct {
+		name          string
+		prices        Prices
+		zone          string
+		wantAvailable bool
+		wantPrice     float64 // 0: the estimate
+	}{
+		{"quoted", Prices{Spot: quotes}, "a", true, 0.03},
+		{"no quote in this zone", Prices{Spot: quotes}, "b", false, 0},
+		{"no quotes read at all", Prices{}, "b", true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			types, err := Build(cat, catalog.NodeConfig{}, []string{"a", "b"}, tc.prices, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range types {
+				if it.Name != "m5.large" {
+					continue
+				}
+				for _, o := range it.Offerings {
+					if o.CapacityType != "spot" || o.Zone != tc.zone {
+						continue
+					}
+					want := tc.wantPrice
+					if want == 0 {
+						want = SpotEstimate("m5.large", tc.zone, 0.096)
+					}
+					if o.Available != tc.wantAvailable || o.Price != want {
+						t.Fatalf("spot in %s: available=%v price=%v, want %v %v", tc.zone, o.Available, o.Price, tc.wantAvailable, want)
+					}
+					return
+				}
+			}
+			t.Fatal("no m5.large spot offering")
+		})
+	}
+}

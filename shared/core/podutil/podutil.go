@@ -1,0 +1,103 @@
+// Package podutil answers the questions every tick asks about a pod: may
+// Karpless provision for it, must it move with its node, may it be evicted.
+package podutil
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/karpless/karpless/shared/core/wellknown"
+)
+
+// IsTerminal reports a pod that finished and holds no resources.
+func IsTerminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// IsTerminating reports a pod being deleted.
+func IsTerminating(p *corev1.Pod) bool { return p.DeletionTimestamp != nil }
+
+// IsOwnedByDaemonSet reports a DaemonSet's pod.
+func IsOwnedByDaemonSet(p *corev1.Pod) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" && o.Controller != nil && *o.Controller {
+			return true
+		}
+	}
+	return false
+}
+
+// IsOwnedByNode reports a static (mirror) pod, which the kubelet owns.
+func IsOwnedByNode(p *corev1.Pod) bool {
+	if _, ok := p.Annotations[corev1.MirrorPodAnnotationKey]; ok {
+		return true
+	}
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "Node" {
+			return true
+		}
+	}
+	return false
+}
+
+// IsUnschedulable reports that kube-scheduler tried and found no node.
+func IsUnschedulable(p *corev1.Pod) bool {
+	if p.Spec.NodeName != "" {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
+}
+
+// IsProvisionable is Karpenter's rule for pods that should get new capacity:
+// marked unschedulable by the scheduler, not preempting (no nominated node),
+// not being deleted, and not a DaemonSet or static pod (they come with nodes).
+func IsProvisionable(p *corev1.Pod) bool {
+	return IsUnschedulable(p) && p.Status.NominatedNodeName == "" && !IsTerminating(p) && !IsTerminal(p) &&
+		!IsOwnedByDaemonSet(p) && !IsOwnedByNode(p)
+}
+
+// IsReschedulable reports a bound pod that must find another node when its
+// node goes away: not finished, not already leaving, not tied to the node.
+func IsReschedulable(p *corev1.Pod) bool {
+	return !IsTerminal(p) && !IsTerminating(p) && !IsOwnedByDaemonSet(p) && !IsOwnedByNode(p)
+}
+
+// IsEvictable reports a pod the drain should evict (everything but
+// finished pods, static pods and pods already going).
+func IsEvictable(p *corev1.Pod) bool {
+	return !IsTerminal(p) && !IsTerminating(p) && !IsOwnedByNode(p)
+}
+
+// IsCritical reports pods drained last (system-cluster/node-critical).
+func IsCritical(p *corev1.Pod) bool {
+	return p.Spec.PriorityClassName == "system-cluster-critical" || p.Spec.PriorityClassName == "system-node-critical"
+}
+
+// DoNotDisrupt reports whether the pod's karpenter.sh/do-not-disrupt
+// annotation blocks voluntary disruption at now. The value "true" blocks for
+// ever; a duration (e.g. "5m") blocks until that long after the pod started.
+// Any other value is ignored, as Karpenter does (it also emits an Event).
+func DoNotDisrupt(p *corev1.Pod, now time.Time) (blocked bool, valid bool) {
+	v, ok := p.Annotations[wellknown.DoNotDisruptAnnotation]
+	if !ok {
+		return false, true
+	}
+	if v == "true" {
+		return true, true
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return false, false
+	}
+	start := p.CreationTimestamp.Time
+	if p.Status.StartTime != nil {
+		start = p.Status.StartTime.Time
+	}
+	return now.Before(start.Add(d)), true
+}

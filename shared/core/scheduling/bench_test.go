@@ -1,0 +1,120 @@
+package scheduling_test
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/karpless/karpless/shared/core/scheduling"
+	"github.com/karpless/karpless/shared/local/workload"
+)
+
+var (
+	typesOnce    sync.Once
+	catalogTypes []*scheduling.InstanceType
+)
+
+func benchTypes(tb testing.TB) []*scheduling.InstanceType {
+	typesOnce.Do(func() {
+		var err error
+		catalogTypes, err = workload.InstanceTypes()
+		if err != nil {
+			tb.Fatal(err)
+		}
+	})
+	return catalogTypes
+}
+
+// benchSnapshot is the target workload: Karpenter's benchmark mix plus pods
+// with required arm64 affinity and GPU pods, the whole catalog in six zones,
+// spot and on-demand, and 200 existing nodes with pods on them.
+func benchSnapshot(tb testing.TB, pods int) *scheduling.Snapshot {
+	return workload.Snapshot(workload.Spec{Pods: pods, Seed: int64(pods), ARM64: true, GPU: true}, benchTypes(tb), 200)
+}
+
+// BenchmarkSolve measures a whole solve, from snapshot to results. Run it on
+// one core: go test ./shared/scheduling -run '^$' -bench Solve -benchmem -cpu 1
+func BenchmarkSolve(b *testing.B) {
+	for _, n := range []int{1000, 5000, 20000} {
+		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
+			s := benchSnapshot(b, n)
+			var r *scheduling.Results
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				r = scheduling.Solve(s, scheduling.Provisioning())
+			}
+			cpu := cpuTime() - cpu0
+			b.StopTimer()
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "pods/s")
+			// CPU time of the process (GC included) per solve: steadier than
+			// wall time on a shared machine.
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+			cost := 0.0
+			for _, c := range r.NewNodeClaims {
+				_, o := c.CheapestOffering()
+				cost += o.Price
+			}
+			b.ReportMetric(float64(len(r.NewNodeClaims)), "nodeclaims")
+			b.ReportMetric(cost, "$/h")
+			b.ReportMetric(float64(len(r.Unschedulable)), "unschedulable")
+		})
+	}
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestPeakHeap solves 5,000 pods while sampling the live heap, and fails
+// above 256 MiB. The snapshot itself is built before sampling starts.
+func TestPeakHeap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	s := benchSnapshot(t, 5000)
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
+	base := read()
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			if v := read(); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(200 * time.Microsecond):
+			}
+		}
+	}()
+	start := time.Now()
+	r := scheduling.Solve(s, scheduling.Provisioning())
+	elapsed := time.Since(start)
+	close(done)
+	wg.Wait()
+	if v := read(); v > peak.Load() {
+		peak.Store(v)
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	heap := peak.Load() - min(base, peak.Load())
+	t.Logf("5,000 pods: %v, peak heap above the snapshot %.1f MiB (snapshot and catalog %.1f MiB), %d NodeClaims", elapsed, float64(heap)/(1<<20), float64(base)/(1<<20), len(r.NewNodeClaims))
+	if heap > 256<<20 {
+		t.Fatalf("peak heap %d MiB over 256 MiB", heap>>20)
+	}
+}

@@ -1,0 +1,542 @@
+package scheduling
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/karpless/karpless/shared/core/wellknown"
+)
+
+// claimView is the constraint state of a NodeClaim being built (or of one a
+// pod is being tried on).
+type claimView struct {
+	t     *template
+	host  int32
+	name  string
+	zm    uint64
+	zoneC bool
+	ctm   uint8
+	ctC   bool
+	// reqs are the requirements on keys other than zone, capacity type and
+	// hostname; shared copy-on-write.
+	reqs Requirements
+}
+
+func (v *claimView) domainMask(s *solver, g *group) (uint64, bool) {
+	switch g.dom {
+	case s.topo.zoneDom:
+		return v.zm, v.zoneC
+	case s.topo.ctDom:
+		return uint64(v.ctm), v.ctC
+	}
+	r, ok := v.reqs[g.key]
+	if !ok {
+		return g.registered, false
+	}
+	var m uint64
+	if r.Operator() == corev1.NodeSelectorOpIn {
+		for _, val := range r.Values() {
+			if d := g.dom.id(val); d < maxDomains {
+				m |= 1 << uint(d)
+			}
+		}
+		return m, true
+	}
+	maskEach(g.registered, func(d int) {
+		if r.Has(g.dom.names[d]) {
+			m |= 1 << uint(d)
+		}
+	})
+	return m, false
+}
+
+func (v *claimView) hostID() int32              { return v.host }
+func (v *claimView) hostName() string           { return v.name }
+func (v *claimView) nodeTaints() []corev1.Taint { return v.t.taints }
+
+func (v *claimView) lookup(k string) (*Requirement, bool) {
+	switch k {
+	case wellknown.HostnameLabel:
+		return NewRequirement(k, corev1.NodeSelectorOpIn, v.name), true
+	case wellknown.ZoneLabel:
+		if !v.zoneC {
+			return nil, false
+		}
+		return NewRequirement(k, corev1.NodeSelectorOpIn, v.zoneNames(nil)...), true
+	case wellknown.CapacityTypeLabel:
+		if !v.ctC {
+			return nil, false
+		}
+		var names []string
+		for ct := 0; ct < numCT; ct++ {
+			if v.ctm&(1<<ct) != 0 {
+				names = append(names, ctNames[ct])
+			}
+		}
+		return NewRequirement(k, corev1.NodeSelectorOpIn, names...), true
+	}
+	r, ok := v.reqs[k]
+	return r, ok
+}
+
+func (v *claimView) zoneNames(_ *solver) []string {
+	var out []string
+	maskEach(v.zm, func(z int) { out = append(out, v.t.zoneNames[z]) })
+	return out
+}
+
+// claim is a new NodeClaim opened during the solve.
+type claim struct {
+	claimView
+	idx    int
+	pods   []*podState
+	req    []int64
+	mask   bitset
+	order  *priceOrder
+	cursor int
+	price  float64
+	slack  []int64 // allocatable of the cheapest fitting type minus req
+	ports  []hostPort
+	merged []int32
+	// reserved is the share of the NodePool's limits this claim holds: the
+	// capacity of its largest remaining type.
+	reserved   []int64
+	minRelaxed bool
+}
+
+// claimEval is the outcome of trying a pod on a claim.
+type claimEval struct {
+	view     claimView
+	maskNew  bool // the narrowed mask is in s.scratchMask
+	order    *priceOrder
+	pos      int
+	price    float64
+	merge    bool
+	relaxed  bool
+	why      string
+	topoFail *group
+}
+
+// evalClaim tries pod p on claim c (c.pods empty for a fresh claim). It
+// returns ok and fills ev with the narrowed state and the new price.
+func (s *solver) evalClaim(c *claim, p *podState, ev *claimEval) bool {
+	t := c.t
+	*ev = claimEval{view: c.claimView}
+	if !s.toleratesTemplate(p, t) {
+		ev.why = "taint"
+		return false
+	}
+	cr := t.compile(s, p.reqID)
+	if cr.fail != nil {
+		ev.why = "requirements"
+		return false
+	}
+	if cr.host != nil && !cr.host.Has(c.name) {
+		ev.why = "requirements"
+		return false
+	}
+	v := &ev.view
+	v.zm &= cr.zm
+	v.zoneC = v.zoneC || cr.zoneC
+	v.ctm &= cr.ctm
+	v.ctC = v.ctC || cr.ctC
+	if v.zm == 0 || v.ctm == 0 {
+		ev.why = "requirements"
+		return false
+	}
+	if len(cr.rest) > 0 && !slices.Contains(c.merged, p.reqID) {
+		if c.reqs.Compatible(cr.rest, IsWellKnown) != nil {
+			ev.why = "requirements"
+			return false
+		}
+		v.reqs = c.reqs.Copy()
+		v.reqs.AddAll(cr.rest)
+		ev.merge = true
+	}
+	mask := c.mask
+	if cr.mask != nil && !c.mask.subsetOf(cr.mask) {
+		s.scratchMask = s.scratchMask[:len(c.mask)]
+		s.scratchMask.and(c.mask, cr.mask)
+		mask = s.scratchMask
+		ev.maskNew = true
+	}
+	if len(p.ports) > 0 {
+		if portConflict(c.ports, p.ports) != nil {
+			ev.why = "host ports"
+			return false
+		}
+		if !ev.maskNew {
+			s.scratchMask = s.scratchMask[:len(c.mask)]
+			s.scratchMask.copyFrom(mask)
+			mask = s.scratchMask
+			ev.maskNew = true
+		}
+		for i, tt := range t.types {
+			if mask.has(i) && portConflict(t.groups[tt.group].ports, p.ports) != nil {
+				mask.clear(i)
+			}
+		}
+	}
+	alts := p.volAlts
+	if alts == nil {
+		alts = []Requirements{nil}
+	}
+	base := *v
+	for ai, alt := range alts {
+		*v = base
+		if alt != nil && !s.applyToView(v, alt, &mask, ev) {
+			ev.why = "volume topology"
+			continue
+		}
+		var bad *group
+		s.decisions, bad = s.evalTopology(p, v, s.decisions)
+		if bad != nil {
+			ev.why, ev.topoFail = "topology", bad
+			continue
+		}
+		if !s.applyDecisions(v, &mask, ev) {
+			ev.why = "topology"
+			continue
+		}
+		if s.fitClaim(c, p, v, mask, ev) {
+			return true
+		}
+		_ = ai
+	}
+	return false
+}
+
+// applyToView narrows a view by extra requirements (volume topology).
+func (s *solver) applyToView(v *claimView, r Requirements, mask *bitset, ev *claimEval) bool {
+	for _, k := range r.Keys() {
+		q := r[k]
+		switch {
+		case k == wellknown.ZoneLabel:
+			m, _ := s.zoneMask(Requirements{k: q})
+			v.zm &= m
+			v.zoneC = true
+			if v.zm == 0 {
+				return false
+			}
+		case k == wellknown.CapacityTypeLabel:
+			m, _ := ctMask(Requirements{k: q})
+			v.ctm &= m
+			v.ctC = true
+			if v.ctm == 0 {
+				return false
+			}
+		case k == wellknown.HostnameLabel:
+			if !q.Has(v.name) {
+				return false
+			}
+		default:
+			if h, ok := v.reqs[k]; ok && !h.HasIntersection(q) {
+				return false
+			} else if !ok && !IsWellKnown(k) && !q.AllowsAbsent() {
+				return false
+			}
+			nr := v.reqs.Copy()
+			nr.Add(q)
+			v.reqs = nr
+			if s.isTypeKey(k) {
+				s.narrowMask(v.t, mask, q, ev)
+			}
+		}
+	}
+	return true
+}
+
+func (s *solver) narrowMask(t *template, mask *bitset, q *Requirement, ev *claimEval) {
+	if !ev.maskNew {
+		s.scratchMask = s.scratchMask[:len(*mask)]
+		s.scratchMask.copyFrom(*mask)
+		*mask = s.scratchMask
+		ev.maskNew = true
+	}
+	for i, tt := range t.types {
+		if (*mask).has(i) {
+			val, ok := tt.it.Labels[q.Key]
+			if !q.Matches(val, ok) {
+				(*mask).clear(i)
+			}
+		}
+	}
+}
+
+// applyDecisions narrows a view to the domains topology chose.
+func (s *solver) applyDecisions(v *claimView, mask *bitset, ev *claimEval) bool {
+	for _, d := range s.decisions {
+		g := d.g
+		switch g.dom {
+		case s.topo.zoneDom:
+			v.zm &= d.mask
+			v.zoneC = true
+			if v.zm == 0 {
+				return false
+			}
+		case s.topo.ctDom:
+			v.ctm &= uint8(d.mask)
+			v.ctC = true
+			if v.ctm == 0 {
+				return false
+			}
+		default:
+			var vals []string
+			maskEach(d.mask, func(i int) { vals = append(vals, g.dom.names[i]) })
+			q := NewRequirement(g.key, corev1.NodeSelectorOpIn, vals...)
+			if h, ok := v.reqs[g.key]; ok && !h.HasIntersection(q) {
+				return false
+			}
+			nr := v.reqs.Copy()
+			nr.Add(q)
+			v.reqs = nr
+			if s.isTypeKey(g.key) {
+				s.narrowMask(v.t, mask, q, ev)
+			}
+		}
+	}
+	return true
+}
+
+// fitClaim finds the cheapest type of the narrowed claim that holds its
+// pods plus p, within the NodePool's limits and minValues.
+func (s *solver) fitClaim(c *claim, p *podState, v *claimView, mask bitset, ev *claimEval) bool {
+	t := c.t
+	order := t.order(s, v.zm, v.ctm)
+	start := 0
+	if order == c.order && !ev.maskNew {
+		start = c.cursor
+	} else if order == c.order {
+		start = c.cursor // a narrower mask cannot make an earlier type fit
+	}
+	req := s.scratchReq[:len(c.req)]
+	for i := range req {
+		req[i] = c.req[i] + p.req[i]
+	}
+	pos := -1
+	for i := start; i < len(order.idx); i++ {
+		ti := int(order.idx[i])
+		if !mask.has(ti) {
+			continue
+		}
+		tt := t.types[ti]
+		if !fits(req, tt.alloc) {
+			continue
+		}
+		if t.hasLimits && !t.withinLimits(tt, c.reserved) {
+			continue
+		}
+		pos = i
+		break
+	}
+	if pos < 0 {
+		ev.why = "resources"
+		return false
+	}
+	if len(t.minValueKeys) > 0 {
+		ok, relaxed := s.checkMinValues(t, order, pos, mask, req, c.reserved)
+		if !ok {
+			ev.why = "minValues"
+			return false
+		}
+		ev.relaxed = relaxed
+	}
+	ev.order, ev.pos, ev.price = order, pos, order.price[pos]
+	return true
+}
+
+// checkMinValues counts distinct values of each minValues key across the
+// types that fit.
+func (s *solver) checkMinValues(t *template, order *priceOrder, from int, mask bitset, req []int64, budget []int64) (ok, relaxed bool) {
+	seen := make([]map[string]bool, len(t.minValueKeys))
+	for i := range seen {
+		seen[i] = map[string]bool{}
+	}
+	for i := from; i < len(order.idx); i++ {
+		ti := int(order.idx[i])
+		tt := t.types[ti]
+		if !mask.has(ti) || !fits(req, tt.alloc) || (t.hasLimits && !t.withinLimits(tt, budget)) {
+			continue
+		}
+		for k, key := range t.minValueKeys {
+			if v, ok := tt.it.Labels[key]; ok {
+				seen[k][v] = true
+			}
+		}
+	}
+	for k, key := range t.minValueKeys {
+		if len(seen[k]) < *t.reqs[key].MinValues {
+			if s.opts.MinValues == MinValuesBestEffort {
+				return true, true
+			}
+			return false, false
+		}
+	}
+	return true, false
+}
+
+// newClaim opens a claim on a template.
+func (s *solver) freshClaim(t *template) *claim {
+	c := s.fresh[t.idx]
+	if c == nil {
+		c = &claim{req: make([]int64, s.d.n())}
+		s.fresh[t.idx] = c
+	}
+	c.claimView = claimView{t: t, host: s.nextHostID(), name: s.nextHostName(), zm: t.zm, zoneC: t.zoneC, ctm: t.ctm, ctC: t.ctC, reqs: t.base}
+	c.mask = t.all
+	c.order = nil
+	c.cursor = 0
+	return c
+}
+
+func (s *solver) nextHostName() string {
+	return fmt.Sprintf("hostname-placeholder-%04d", len(s.claims)+1)
+}
+
+func (s *solver) nextHostID() int32 {
+	// A name not interned yet has no pods: any id past the table works for
+	// evaluation; commitNew interns the real one.
+	return int32(len(s.topo.hostDom.names)) + 1<<30
+}
+
+// commitClaim adds pod p to claim c using a successful evaluation.
+func (s *solver) commitClaim(c *claim, p *podState, ev *claimEval) {
+	t := c.t
+	c.claimView = ev.view
+	if ev.maskNew {
+		c.mask = slices.Clone(s.scratchMask[:len(c.mask)])
+	}
+	if ev.merge {
+		c.merged = append(c.merged, p.reqID)
+	}
+	c.pods = append(c.pods, p)
+	addInto(c.req, p.req)
+	c.order, c.cursor, c.price = ev.order, ev.pos, ev.price
+	c.minRelaxed = c.minRelaxed || ev.relaxed
+	c.ports = append(c.ports, p.ports...)
+	tt := t.types[c.order.idx[c.cursor]]
+	for i := range c.slack {
+		c.slack[i] = tt.alloc[i] - c.req[i]
+	}
+	s.index.update(c.idx, c.slack)
+	if t.hasLimits {
+		s.updateReservation(c)
+	}
+	s.recordPlacement(p, &c.claimView)
+}
+
+// openClaim turns an evaluated fresh claim into a real one.
+func (s *solver) openClaim(t *template, p *podState, ev *claimEval) *claim {
+	f := s.fresh[t.idx]
+	c := &claim{
+		claimView: f.claimView,
+		idx:       len(s.claims),
+		req:       make([]int64, s.d.n()),
+		mask:      t.all,
+		slack:     make([]int64, s.d.n()),
+	}
+	c.name = s.nextHostName()
+	c.host = s.topo.hostDom.id(c.name)
+	ev.view.host, ev.view.name = c.host, c.name
+	if t.hasLimits {
+		c.reserved = make([]int64, s.d.n())
+	}
+	if t.nodesLeft > 0 {
+		t.nodesLeft--
+	}
+	s.claims = append(s.claims, c)
+	s.commitClaim(c, p, ev)
+	return c
+}
+
+// updateReservation sets the claim's share of its NodePool's limits to the
+// capacity of its largest remaining type, giving back what it no longer
+// needs.
+func (s *solver) updateReservation(c *claim) {
+	t := c.t
+	need := make([]int64, s.d.n())
+	for i := c.cursor; i < len(c.order.idx); i++ {
+		ti := int(c.order.idx[i])
+		tt := t.types[ti]
+		if !c.mask.has(ti) || !fits(c.req, tt.alloc) || !t.withinLimits(tt, c.reserved) {
+			continue
+		}
+		for d, l := range t.limits {
+			if l >= 0 && tt.cap[d] > need[d] {
+				need[d] = tt.cap[d]
+			}
+		}
+	}
+	for d, l := range t.limits {
+		if l < 0 {
+			continue
+		}
+		t.remaining[d] += c.reserved[d] - need[d]
+		c.reserved[d] = need[d]
+	}
+}
+
+// fitsSlack is the cheap test of phase one: the pod fits the claim's current
+// cheapest type as it is.
+func (c *claim) fitsSlack(req []int64) bool { return fits(req, c.slack) }
+
+// slackIndex finds claims with room for a pod without visiting every claim:
+// claims are grouped in blocks of 64 whose largest cpu, memory and pod-slot
+// slack are kept, so a search skips whole blocks that cannot hold the pod.
+type slackIndex struct {
+	slack [][3]int64 // per claim: cpu, memory, pods
+	block [][3]int64 // per block: the largest of each
+}
+
+const slackBlock = 64
+
+func (x *slackIndex) update(i int, slack []int64) {
+	for len(x.slack) <= i {
+		x.slack = append(x.slack, [3]int64{})
+	}
+	x.slack[i] = [3]int64{slack[dimCPU], slack[dimMemory], slack[dimPods]}
+	b := i / slackBlock
+	for len(x.block) <= b {
+		x.block = append(x.block, [3]int64{})
+	}
+	var m [3]int64
+	for j := b * slackBlock; j < min(len(x.slack), (b+1)*slackBlock); j++ {
+		for d := range m {
+			m[d] = max(m[d], x.slack[j][d])
+		}
+	}
+	x.block[b] = m
+}
+
+// next returns the first claim at or after from whose slack may hold req,
+// or -1.
+func (x *slackIndex) next(from int, req []int64) int {
+	cpu, mem, pods := req[dimCPU], req[dimMemory], req[dimPods]
+	for i := from; i < len(x.slack); {
+		b := i / slackBlock
+		if m := x.block[b]; m[0] < cpu || m[1] < mem || m[2] < pods {
+			i = (b + 1) * slackBlock
+			continue
+		}
+		end := min(len(x.slack), (b+1)*slackBlock)
+		for ; i < end; i++ {
+			if sl := x.slack[i]; sl[0] >= cpu && sl[1] >= mem && sl[2] >= pods {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+func describeMask(names []string, m uint64) string {
+	var out []string
+	maskEach(m, func(i int) {
+		if i < len(names) {
+			out = append(out, names[i])
+		}
+	})
+	return "[" + strings.Join(out, " ") + "]"
+}

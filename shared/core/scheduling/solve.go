@@ -1,0 +1,608 @@
+package scheduling
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/karpless/karpless/shared/core/wellknown"
+)
+
+// podState is a pod of the batch and what the solve derived from it.
+type podState struct {
+	pod *corev1.Pod // as given
+	cur *corev1.Pod // with the preferences relaxed so far (pod when none)
+	req []int64
+	// reqs are the node requirements under the preference policy, strict
+	// the required ones only (topology domains use those).
+	reqs       Requirements
+	strict     Requirements
+	reqID      int32
+	ports      []hostPort
+	volAlts    []Requirements
+	vols       []volumeRef
+	volErr     error
+	owned      []*group
+	inverse    []*group
+	selectedBy []*group
+	hostChecks []hostCheck
+	tol        []int8 // per template: 0 unknown, 1 tolerates, 2 does not
+	placed     bool
+	relaxed    *corev1.Pod // the most relaxed form tried, for diagnosis
+	// relaxations are the preferences dropped so far, in words.
+	relaxations []string
+}
+
+// hostCheck is a quick per-node test of a hostname topology group: the node
+// is out when the group counts more than limit pods there.
+type hostCheck struct {
+	g     *group
+	limit int32
+}
+
+type solver struct {
+	snap      *Snapshot
+	opts      Options
+	d         *dims
+	zones     []string
+	zoneIdx   map[string]int
+	allZones  uint64
+	typeKeys  map[string]bool
+	templates []*template
+	skipped   []skippedPool
+	daemons   []*daemon
+	existing  []*existingNode
+	claims    []*claim
+	fresh     []*claim
+	topo      *topology
+	vols      *volumes
+	pods      []*podState
+	inBatch   map[types.UID]bool
+
+	reqIDs  map[string]int32
+	reqSets []Requirements
+	podReqs map[*corev1.Pod]corev1.ResourceList
+
+	tolerateSoft bool // some NodePool has a PreferNoSchedule taint
+
+	scratchMask bitset
+	scratchReq  []int64
+	decisions   []topoDecision
+	index       slackIndex
+}
+
+// Solve places a batch of pending pods: on existing nodes and in-flight
+// NodeClaims first, then on new NodeClaims from the NodePools by weight. It
+// is a pure function of the snapshot: same input, same output.
+func Solve(snap *Snapshot, opts Options) *Results {
+	s := newSolver(snap, opts)
+	s.run()
+	return s.results()
+}
+
+func newSolver(snap *Snapshot, opts Options) *solver {
+	if opts.MaxInstanceTypes <= 0 {
+		opts.MaxInstanceTypes = DefaultMaxInstanceTypes
+	}
+	s := &solver{snap: snap, opts: opts, d: newDims(), inBatch: map[types.UID]bool{}, reqIDs: map[string]int32{}}
+	s.vols = newVolumes(snap)
+	s.initDims()
+	s.initZones()
+	s.initTypeKeys()
+	s.buildDaemons()
+	s.daemonVectors()
+	s.buildTemplates()
+	s.fresh = make([]*claim, len(s.templates))
+	for _, t := range s.templates {
+		for _, taint := range t.taints {
+			if taint.Effect == corev1.TaintEffectPreferNoSchedule {
+				s.tolerateSoft = true
+			}
+		}
+	}
+	s.newTopology()
+	s.initExisting()
+	s.initPods()
+	s.initDemand()
+	s.initTopology()
+	for _, p := range s.pods {
+		s.deriveHostChecks(p)
+	}
+	maxTypes := 0
+	for _, t := range s.templates {
+		maxTypes = max(maxTypes, len(t.types))
+	}
+	s.scratchMask = newBitset(maxTypes)
+	s.scratchReq = make([]int64, s.d.n())
+	return s
+}
+
+// initDims interns every resource name of the snapshot.
+func (s *solver) initDims() {
+	for _, nc := range sortedClasses(s.snap) {
+		for _, it := range nc.InstanceTypes {
+			if it != nil {
+				s.d.addList(it.Allocatable)
+				s.d.addList(it.Capacity)
+			}
+		}
+	}
+	s.podReqs = make(map[*corev1.Pod]corev1.ResourceList, len(s.snap.Pods))
+	for _, p := range s.snap.Pods {
+		if p != nil {
+			r := PodRequests(p)
+			s.podReqs[p] = r
+			s.d.addList(r)
+		}
+	}
+	for _, np := range s.snap.NodePools {
+		if np != nil {
+			for name := range np.Spec.Limits {
+				if name != wellknown.ResourceNodes {
+					s.d.add(name)
+				}
+			}
+		}
+	}
+	for _, n := range s.snap.Nodes {
+		if n != nil {
+			s.d.addList(n.Allocatable)
+		}
+	}
+}
+
+func sortedClasses(snap *Snapshot) []*NodeClass {
+	var out []*NodeClass
+	for _, nc := range snap.NodeClasses {
+		if nc != nil {
+			out = append(out, nc)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// initZones interns the zones offerings and nodes name, sorted; at most 64.
+func (s *solver) initZones() {
+	seen := map[string]bool{}
+	for _, nc := range s.snap.NodeClasses {
+		if nc == nil {
+			continue
+		}
+		for _, it := range nc.InstanceTypes {
+			if it == nil {
+				continue
+			}
+			for _, o := range it.Offerings {
+				seen[o.Zone] = true
+			}
+		}
+	}
+	for _, n := range s.snap.Nodes {
+		if n != nil {
+			if z, ok := n.Labels[wellknown.ZoneLabel]; ok {
+				seen[z] = true
+			}
+		}
+	}
+	for z := range seen {
+		s.zones = append(s.zones, z)
+	}
+	sort.Strings(s.zones)
+	if len(s.zones) > maxDomains {
+		s.zones = s.zones[:maxDomains]
+	}
+	s.zoneIdx = map[string]int{}
+	for i, z := range s.zones {
+		s.zoneIdx[z] = i
+		s.allZones |= 1 << uint(i)
+	}
+}
+
+func (s *solver) internReqs(r Requirements) int32 {
+	key := r.canonical()
+	if id, ok := s.reqIDs[key]; ok {
+		return id
+	}
+	id := int32(len(s.reqSets))
+	s.reqIDs[key] = id
+	s.reqSets = append(s.reqSets, r)
+	return id
+}
+
+// initPods derives each pod's state and orders the batch as Karpenter does:
+// most cpu first, then most memory, then oldest, then by UID.
+func (s *solver) initPods() {
+	for _, p := range s.snap.Pods {
+		if p == nil {
+			continue
+		}
+		if p.UID != "" {
+			s.inBatch[p.UID] = true
+		}
+		ps := &podState{pod: p, cur: p, req: s.d.vec(s.podReqs[p])}
+		s.derive(ps)
+		ps.volAlts, ps.vols, ps.volErr = s.vols.podVolumes(p)
+		s.pods = append(s.pods, ps)
+	}
+	slices.SortStableFunc(s.pods, func(a, b *podState) int {
+		if c := cmp.Compare(b.req[dimCPU], a.req[dimCPU]); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.req[dimMemory], a.req[dimMemory]); c != 0 {
+			return c
+		}
+		// Of equal pods, the more particular first: in-flight claims made
+		// for pods that select a zone or a capacity type then go to them,
+		// not to a pod that could go anywhere (which would leave the
+		// particular pod to ask for another claim every pass).
+		if c := cmp.Compare(len(b.strict), len(a.strict)); c != 0 {
+			return c
+		}
+		if !a.pod.CreationTimestamp.Equal(&b.pod.CreationTimestamp) {
+			if a.pod.CreationTimestamp.Before(&b.pod.CreationTimestamp) {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(a.pod.UID, b.pod.UID); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.pod.Namespace, b.pod.Namespace); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.pod.Name, b.pod.Name)
+	})
+}
+
+// derive recomputes what depends on the pod's current (relaxed) form.
+func (s *solver) derive(p *podState) {
+	strictOnly := s.opts.Preferences == PreferencesIgnore
+	p.reqs = PodRequirements(p.cur, strictOnly)
+	p.strict = PodRequirements(p.cur, true)
+	p.reqID = s.internReqs(p.reqs)
+	p.ports = hostPorts(p.cur)
+	p.tol = make([]int8, len(s.templates))
+}
+
+func (s *solver) deriveHostChecks(p *podState) {
+	p.hostChecks = p.hostChecks[:0]
+	for _, g := range p.owned {
+		if !g.hostname {
+			continue
+		}
+		switch g.typ {
+		case topoSpread:
+			lim := g.maxSkew
+			if g.selects(p.cur) {
+				lim--
+			}
+			p.hostChecks = append(p.hostChecks, hostCheck{g, lim})
+		case topoAntiAffinity:
+			p.hostChecks = append(p.hostChecks, hostCheck{g, 0})
+		}
+	}
+	for _, g := range p.selectedBy {
+		if g.inverse && g.hostname {
+			p.hostChecks = append(p.hostChecks, hostCheck{g, 0})
+		}
+	}
+}
+
+func (p *podState) hostOK(host int32) bool {
+	for _, hc := range p.hostChecks {
+		if hc.g.count(host) > hc.limit {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *solver) toleratesTemplate(p *podState, t *template) bool {
+	switch p.tol[t.idx] {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	ok := untolerated(t.taints, p.cur.Spec.Tolerations) == nil
+	p.tol[t.idx] = 2
+	if ok {
+		p.tol[t.idx] = 1
+	}
+	return ok
+}
+
+// run is Karpenter's queue: try each pod, relaxing its preferences when it
+// does not fit; pods that still fail go to the back and are retried while
+// the queue keeps making progress.
+func (s *solver) run() {
+	queue := slices.Clone(s.pods)
+	lastLen := map[*podState]int{}
+	for len(queue) > 0 {
+		p := queue[0]
+		if l, ok := lastLen[p]; ok && l == len(queue) {
+			break
+		}
+		queue = queue[1:]
+		if s.trySchedule(p) {
+			p.placed = true
+			continue
+		}
+		s.resetRelaxation(p)
+		queue = append(queue, p)
+		lastLen[p] = len(queue)
+	}
+}
+
+func (s *solver) trySchedule(p *podState) bool {
+	for {
+		if s.place(p) {
+			return true
+		}
+		if !s.relax(p) {
+			p.relaxed = p.cur
+			return false
+		}
+	}
+}
+
+// A pod that fits no open claim at no extra cost either opens a new claim
+// or grows a recent one to a bigger type, whichever costs less. Looking
+// further back or at more candidates did not lower the cost of the
+// benchmark batches; looking at none raised it by about 10%.
+const (
+	upgradeScan  = 32 // newest claims looked at for a cheaper upgrade
+	upgradeEvals = 8  // of which at most this many are fully evaluated
+)
+
+// place puts pod p somewhere, or reports that nothing takes it.
+func (s *solver) place(p *podState) bool {
+	if p.volErr != nil {
+		return false
+	}
+	// Real nodes first fit, in name order; of the in-flight ones, the
+	// least wanted (initDemand).
+	var inFlight *existingNode
+	for _, e := range s.existing {
+		if !e.usable || !fits(p.req, e.avail) || !p.hostOK(e.host) {
+			continue
+		}
+		if inFlight != nil && e.demand >= inFlight.demand {
+			continue
+		}
+		if s.evalExisting(e, p) != "" {
+			continue
+		}
+		if !e.node.InFlight {
+			s.commitExisting(e, p)
+			return true
+		}
+		inFlight = e
+	}
+	if inFlight != nil {
+		s.commitExisting(inFlight, p)
+		return true
+	}
+	var ev claimEval
+	// Phase one: the first open claim that takes the pod at no extra cost.
+	for i := s.index.next(0, p.req); i >= 0; i = s.index.next(i+1, p.req) {
+		c := s.claims[i]
+		if !c.fitsSlack(p.req) || !p.hostOK(c.host) {
+			continue
+		}
+		if s.evalClaim(c, p, &ev) && ev.price <= c.price {
+			s.commitClaim(c, p, &ev)
+			return true
+		}
+	}
+	// Phase two: a new claim, or a recent claim grown to a bigger type when
+	// that costs less.
+	newT, newPrice := s.bestNewClaim(p)
+	bestC, bestDelta := -1, 0.0
+	evals := 0
+	for i := len(s.claims) - 1; i >= 0 && i >= len(s.claims)-upgradeScan && evals < upgradeEvals; i-- {
+		c := s.claims[i]
+		if !p.hostOK(c.host) {
+			continue
+		}
+		if !s.evalClaim(c, p, &ev) {
+			continue
+		}
+		evals++
+		if d := ev.price - c.price; bestC < 0 || d < bestDelta {
+			bestC, bestDelta = i, d
+		}
+	}
+	if newT == nil || (bestC >= 0 && bestDelta <= newPrice) {
+		if bestC < 0 && newT == nil {
+			// Phase three: any open claim at all, cheapest growth first.
+			for i, c := range s.claims {
+				if !p.hostOK(c.host) || !s.evalClaim(c, p, &ev) {
+					continue
+				}
+				if d := ev.price - c.price; bestC < 0 || d < bestDelta {
+					bestC, bestDelta = i, d
+				}
+			}
+		}
+		if bestC >= 0 {
+			c := s.claims[bestC]
+			s.evalClaim(c, p, &ev)
+			s.commitClaim(c, p, &ev)
+			return true
+		}
+		return false
+	}
+	f := s.freshClaim(newT)
+	s.evalClaim(f, p, &ev)
+	s.openClaim(newT, p, &ev)
+	return true
+}
+
+// bestNewClaim returns the NodePool of the highest weight that can take the
+// pod on a new claim, the cheapest among equal weights, and its price.
+func (s *solver) bestNewClaim(p *podState) (*template, float64) {
+	if s.opts.MaxNewNodeClaims >= 0 && len(s.claims) >= s.opts.MaxNewNodeClaims {
+		return nil, 0
+	}
+	var ev claimEval
+	var best *template
+	bestPrice := 0.0
+	for i, t := range s.templates {
+		if best != nil && t.weight < best.weight {
+			break
+		}
+		if t.nodesLeft == 0 {
+			continue
+		}
+		f := s.freshClaim(t)
+		if !p.hostOK(f.host) {
+			continue
+		}
+		if s.evalClaim(f, p, &ev) && (best == nil || ev.price < bestPrice) {
+			best, bestPrice = s.templates[i], ev.price
+		}
+	}
+	return best, bestPrice
+}
+
+// relax drops the pod's next soft constraint, in Karpenter's order: extra
+// required node-affinity terms, preferred pod affinity, preferred pod
+// anti-affinity, preferred node affinity, ScheduleAnyway spreads, then
+// tolerating PreferNoSchedule taints.
+func (s *solver) relax(p *podState) bool {
+	pod := p.cur
+	if pod == p.pod {
+		pod = p.pod.DeepCopy()
+	}
+	what := relaxPod(pod, s.tolerateSoft)
+	if what == "" {
+		return false
+	}
+	p.relaxations = append(p.relaxations, what)
+	p.cur = pod
+	s.refreshPod(p)
+	return true
+}
+
+func (s *solver) resetRelaxation(p *podState) {
+	p.relaxations = nil
+	if p.cur == p.pod {
+		return
+	}
+	p.cur = p.pod
+	s.refreshPod(p)
+}
+
+func (s *solver) refreshPod(p *podState) {
+	s.derive(p)
+	before := len(s.topo.groups)
+	p.owned = s.ownedGroups(p.cur)
+	for _, g := range s.topo.groups[before:] {
+		s.initLateGroup(g)
+	}
+	s.deriveHostChecks(p)
+}
+
+// initLateGroup prepares a group first seen after relaxation (its node
+// filter changed): domains, bound pods, and which batch pods it selects.
+func (s *solver) initLateGroup(g *group) {
+	s.registerTemplateDomains(g)
+	for _, n := range s.existing {
+		if !g.filter.matches(n.taints, n.lookup) {
+			continue
+		}
+		d := n.domainOf(s, g)
+		if d < 0 {
+			continue
+		}
+		if !n.node.InFlight {
+			g.register(d)
+		}
+		for _, bp := range n.node.Pods {
+			if !s.inBatch[bp.UID] && !ignoredForTopology(bp) && g.selects(bp) {
+				g.record(d)
+			}
+		}
+	}
+	for _, q := range s.pods {
+		if g.selects(q.pod) {
+			q.selectedBy = append(q.selectedBy, g)
+		}
+	}
+}
+
+// relaxPod drops one soft constraint and says which, or returns "".
+func relaxPod(pod *corev1.Pod, tolerateSoft bool) string {
+	a := pod.Spec.Affinity
+	if a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		if terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms; len(terms) > 1 {
+			a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms = terms[1:]
+			return "required node affinity term " + RequirementsFromNodeSelector(terms[0].MatchExpressions).String() + " (tried the next term)"
+		}
+	}
+	if a != nil && a.PodAffinity != nil && len(a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution) > 0 {
+		var t corev1.WeightedPodAffinityTerm
+		a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution, t = dropHeaviest(a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution)
+		return fmt.Sprintf("preferred pod affinity on %s (weight %d)", t.PodAffinityTerm.TopologyKey, t.Weight)
+	}
+	if a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) > 0 {
+		var t corev1.WeightedPodAffinityTerm
+		a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution, t = dropHeaviest(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution)
+		return fmt.Sprintf("preferred pod anti-affinity on %s (weight %d)", t.PodAffinityTerm.TopologyKey, t.Weight)
+	}
+	if a != nil && a.NodeAffinity != nil && len(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) > 0 {
+		terms := a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+		sort.SliceStable(terms, func(i, j int) bool { return terms[i].Weight > terms[j].Weight })
+		a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = terms[1:]
+		return fmt.Sprintf("preferred node affinity %s (weight %d)", RequirementsFromNodeSelector(terms[0].Preference.MatchExpressions), terms[0].Weight)
+	}
+	for i, tsc := range pod.Spec.TopologySpreadConstraints {
+		if tsc.WhenUnsatisfiable == corev1.ScheduleAnyway {
+			last := len(pod.Spec.TopologySpreadConstraints) - 1
+			pod.Spec.TopologySpreadConstraints[i] = pod.Spec.TopologySpreadConstraints[last]
+			pod.Spec.TopologySpreadConstraints = pod.Spec.TopologySpreadConstraints[:last]
+			return fmt.Sprintf("ScheduleAnyway topology spread on %s (maxSkew %d)", tsc.TopologyKey, tsc.MaxSkew)
+		}
+	}
+	if tolerateSoft {
+		soft := corev1.Toleration{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectPreferNoSchedule}
+		for i := range pod.Spec.Tolerations {
+			if pod.Spec.Tolerations[i].MatchToleration(&soft) {
+				return ""
+			}
+		}
+		pod.Spec.Tolerations = append(pod.Spec.Tolerations, soft)
+		return "the preference to avoid PreferNoSchedule taints"
+	}
+	return ""
+}
+
+func dropHeaviest(terms []corev1.WeightedPodAffinityTerm) ([]corev1.WeightedPodAffinityTerm, corev1.WeightedPodAffinityTerm) {
+	sort.SliceStable(terms, func(i, j int) bool { return terms[i].Weight > terms[j].Weight })
+	return terms[1:], terms[0]
+}
+
+// results assembles the answer.
+func (s *solver) results() *Results {
+	r := &Results{Existing: map[string][]*corev1.Pod{}}
+	for _, e := range s.existing {
+		if len(e.placed) > 0 {
+			r.Existing[e.node.Name] = e.placed
+		}
+	}
+	for _, c := range s.claims {
+		r.NewNodeClaims = append(r.NewNodeClaims, s.finalize(c))
+	}
+	for _, p := range s.pods {
+		if !p.placed {
+			r.Unschedulable = append(r.Unschedulable, PodError{Pod: p.pod, Reason: s.diagnose(p)})
+		}
+	}
+	return r
+}

@@ -1,0 +1,315 @@
+package scheduling
+
+import (
+	"math"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/core/wellknown"
+)
+
+// Snapshot is everything a scheduling decision depends on. Solve reads it and
+// never modifies it.
+type Snapshot struct {
+	// Pods is the batch of pending pods to place.
+	Pods []*corev1.Pod
+	// Nodes are the existing nodes and the in-flight NodeClaims (launched, not
+	// registered yet), with the pods bound to them.
+	Nodes       []*Node
+	NodePools   []*karpv1.NodePool
+	NodeClasses map[string]*NodeClass // by EC2NodeClass name
+	DaemonSets  []*appsv1.DaemonSet
+
+	PersistentVolumeClaims []*corev1.PersistentVolumeClaim
+	PersistentVolumes      []*corev1.PersistentVolume
+	StorageClasses         []*storagev1.StorageClass
+	// CSINodes give the attach limits of existing nodes (optional).
+	CSINodes []*storagev1.CSINode
+	// Namespaces are needed only to resolve pod-affinity namespaceSelectors
+	// (optional; an empty selector matches every namespace regardless).
+	Namespaces []*corev1.Namespace
+}
+
+// Node is an existing node or an in-flight NodeClaim.
+type Node struct {
+	// Name is the Node name, or the NodeClaim name when not registered yet.
+	Name string
+	// NodeClaim is the owning NodeClaim, "" when not managed by Karpless.
+	NodeClaim string
+	NodePool  string
+	// Labels are the node's labels; for in-flight claims the NodeClaim's
+	// labels (type, zone, capacity type, nodepool, ...).
+	Labels map[string]string
+	// Taints as on the node (or the NodeClaim spec). For managed nodes that
+	// are not initialized yet, startup taints of the NodePool and known
+	// ephemeral taints are ignored.
+	Taints      []corev1.Taint
+	Allocatable corev1.ResourceList
+	// Capacity counts against NodePool limits; Allocatable is used when nil.
+	Capacity corev1.ResourceList
+	// Pods bound to the node: their requests use capacity, their labels
+	// count for topology and affinity, their host ports and volumes are taken.
+	Pods []*corev1.Pod
+	// Requested, when set, is SumRequests(Pods): what the pods use. It is
+	// optional; callers that solve many times over the same nodes (every
+	// consolidation candidate is a Solve) set it once so that each Solve
+	// does not add up every pod's containers again.
+	Requested corev1.ResourceList
+	// InFlight marks a NodeClaim that is launched but has no Ready node yet.
+	InFlight bool
+	// MarkedForDeletion marks a node being disrupted or terminated: pods are
+	// not placed on it, but its pods count for topology until they move.
+	MarkedForDeletion bool
+	// Price is the $/h of its offering (for consolidation), 0 if unknown.
+	Price float64
+}
+
+// NodeClass is the scheduling view of one EC2NodeClass.
+type NodeClass struct {
+	Name string
+	// Ready is the EC2NodeClass Ready condition; NodePools whose class is not
+	// ready cannot launch.
+	Ready bool
+	// InstanceTypes this class can launch, with allocatable already computed
+	// for its kubelet settings and offerings only in its subnets' zones.
+	InstanceTypes []*InstanceType
+}
+
+// InstanceType is a type a NodeClass can launch.
+type InstanceType struct {
+	Name string
+	// Labels are the well-known labels of nodes of this type (single values),
+	// from the catalog: instance-type, arch, os, karpenter.k8s.aws/instance-*.
+	Labels      map[string]string
+	Capacity    corev1.ResourceList
+	Allocatable corev1.ResourceList // capacity minus kubelet overhead
+	Offerings   []Offering
+}
+
+// Offering is one way to buy an instance type.
+type Offering struct {
+	Zone         string
+	CapacityType string  // spot | on-demand | reserved
+	Price        float64 // USD per hour
+	// Available is false when the capacity-error cache marks it unavailable.
+	Available     bool
+	ReservationID string // reserved only
+}
+
+// PreferencePolicy says what to do with soft constraints.
+type PreferencePolicy int
+
+const (
+	// PreferencesRespect treats preferred node affinity, preferred pod
+	// (anti-)affinity and ScheduleAnyway spreads as required first, relaxing
+	// them one at a time when a pod does not fit (Karpenter's default).
+	PreferencesRespect PreferencePolicy = iota
+	// PreferencesIgnore drops every soft constraint up front.
+	PreferencesIgnore
+)
+
+// MinValuesPolicy says what to do when a NodeClaim cannot keep minValues.
+type MinValuesPolicy int
+
+const (
+	// MinValuesStrict fails pods whose NodeClaim would break minValues.
+	MinValuesStrict MinValuesPolicy = iota
+	// MinValuesBestEffort keeps as many values as remain and marks the claim.
+	MinValuesBestEffort
+)
+
+// Options tune a solve. The zero value is what provisioning uses, except
+// that MaxNewNodeClaims 0 means "existing nodes only": use Provisioning().
+type Options struct {
+	// MaxNewNodeClaims caps new NodeClaims: -1 unlimited (provisioning),
+	// 0 existing nodes only, 1 at most one replacement (consolidation).
+	MaxNewNodeClaims int
+	Preferences      PreferencePolicy
+	MinValues        MinValuesPolicy
+	// MaxInstanceTypes caps the instance types carried per NodeClaim; 0 means
+	// 600, Karpenter's cap.
+	MaxInstanceTypes int
+}
+
+// Provisioning returns the options a provisioning tick uses.
+func Provisioning() Options { return Options{MaxNewNodeClaims: -1} }
+
+// DefaultMaxInstanceTypes is the number of instance types a NodeClaim carries
+// at most, as in Karpenter; CreateFleet later keeps the first 60.
+const DefaultMaxInstanceTypes = 600
+
+// Results is the outcome of a solve.
+type Results struct {
+	// Existing maps a node name (existing or in-flight) to the pods placed on it.
+	Existing      map[string][]*corev1.Pod
+	NewNodeClaims []*NewNodeClaim
+	Unschedulable []PodError
+}
+
+// NewNodeClaim is a node to launch.
+type NewNodeClaim struct {
+	NodePool  string
+	NodeClass string
+	// Requirements are the narrowed requirements to write on the NodeClaim:
+	// the NodePool's, the pods', topology decisions (zone, capacity type),
+	// and node.kubernetes.io/instance-type In the types below.
+	Requirements []karpv1.NodeSelectorRequirementWithMinValues
+	// Labels are the template labels plus single-valued custom requirements.
+	Labels        map[string]string
+	Taints        []corev1.Taint
+	StartupTaints []corev1.Taint
+	// Requests are the pods' requests plus DaemonSet overhead.
+	Requests corev1.ResourceList
+	Pods     []*corev1.Pod
+	// InstanceTypes are every type that fits, ordered by the price of their
+	// cheapest available compatible offering, GPU/accelerator/metal types
+	// after all others (at most Options.MaxInstanceTypes, 600).
+	InstanceTypes []*InstanceType
+	// MinValuesRelaxed is set when minValues could not be kept (BestEffort).
+	MinValuesRelaxed bool
+
+	// zoneReq and ctReq say which offerings the claim allows; a
+	// NewNodeClaim built elsewhere gets them from Requirements on first use.
+	zoneReq, ctReq *Requirement
+	// launchType and launchOffering cache CheapestOffering for claims
+	// Solve made.
+	launchType     *InstanceType
+	launchOffering Offering
+}
+
+// PodError is a pod that could not be placed, and why, in words.
+type PodError struct {
+	Pod    *corev1.Pod
+	Reason string
+}
+
+// allows reports whether the claim's requirements admit an offering.
+func (n *NewNodeClaim) allows(o *Offering) bool {
+	if !o.Available {
+		return false
+	}
+	if n.zoneReq == nil || n.ctReq == nil {
+		reqs := RequirementsFromNodePool(n.Requirements)
+		n.zoneReq, n.ctReq = reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)
+	}
+	return n.zoneReq.Has(o.Zone) && n.ctReq.Has(o.CapacityType)
+}
+
+// CheapestOffering returns the instance type and offering the AWS launch
+// would pick, the figure to use for $/h reports. It applies the launch-time
+// rules of Karpenter's AWS provider in order: GPU, accelerator and metal
+// types only when nothing else is compatible; spot offerings pricier than the
+// cheapest on-demand one are dropped when both capacity types are allowed;
+// then the capacity type is reserved if any offering is, else spot, else
+// on-demand; within it the cheapest offering. It returns nil when no
+// instance type has a compatible available offering.
+func (n *NewNodeClaim) CheapestOffering() (*InstanceType, Offering) {
+	if n.launchType != nil {
+		return n.launchType, n.launchOffering
+	}
+	return cheapestLaunch(n.InstanceTypes, n.allows, n.hasMinValues())
+}
+
+func (n *NewNodeClaim) hasMinValues() bool {
+	for _, r := range n.Requirements {
+		if r.MinValues != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// cheapestLaunch implements CheapestOffering over a list of types.
+func cheapestLaunch(types []*InstanceType, allows func(*Offering) bool, hasMinValues bool) (*InstanceType, Offering) {
+	candidates := types
+	if !hasMinValues {
+		var generic []*InstanceType
+		for _, it := range types {
+			if !isExotic(it) {
+				generic = append(generic, it)
+			}
+		}
+		if len(generic) > 0 {
+			candidates = generic
+		}
+	}
+	cheapestOD := math.Inf(1)
+	hasSpot := false
+	for _, it := range candidates {
+		for i := range it.Offerings {
+			o := &it.Offerings[i]
+			if !allows(o) {
+				continue
+			}
+			switch o.CapacityType {
+			case wellknown.CapacityTypeOnDemand:
+				cheapestOD = min(cheapestOD, o.Price)
+			case wellknown.CapacityTypeSpot:
+				hasSpot = true
+			}
+		}
+	}
+	spotFilter := !hasMinValues && hasSpot && !math.IsInf(cheapestOD, 1)
+	var best [3]struct {
+		it *InstanceType
+		o  Offering
+	}
+	rank := map[string]int{wellknown.CapacityTypeReserved: 0, wellknown.CapacityTypeSpot: 1, wellknown.CapacityTypeOnDemand: 2}
+	for _, it := range candidates {
+		for i := range it.Offerings {
+			o := it.Offerings[i]
+			if !allows(&o) {
+				continue
+			}
+			if spotFilter && o.CapacityType == wellknown.CapacityTypeSpot && o.Price > cheapestOD {
+				continue
+			}
+			r, ok := rank[o.CapacityType]
+			if !ok {
+				continue
+			}
+			if best[r].it == nil || o.Price < best[r].o.Price {
+				best[r].it, best[r].o = it, o
+			}
+		}
+	}
+	for _, b := range best {
+		if b.it != nil {
+			return b.it, b.o
+		}
+	}
+	return nil, Offering{}
+}
+
+// exoticResources are the resources that make an instance type "exotic":
+// launched only when asked for.
+var exoticResources = []corev1.ResourceName{
+	wellknown.ResourceNVIDIAGPU, wellknown.ResourceAMDGPU, wellknown.ResourceAWSNeuron,
+	wellknown.ResourceAWSNeuronCore, wellknown.ResourceHabanaGaudi,
+}
+
+// isExotic reports whether a type is bare metal or carries GPUs or
+// accelerators, which Karpenter's AWS launch avoids unless nothing else fits.
+func isExotic(it *InstanceType) bool {
+	if size := it.Labels[wellknown.InstanceSizeLabel]; size != "" && containsMetal(size) {
+		return true
+	}
+	for _, r := range exoticResources {
+		if q, ok := it.Capacity[r]; ok && !q.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+func containsMetal(s string) bool {
+	for i := 0; i+5 <= len(s); i++ {
+		if s[i:i+5] == "metal" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,254 @@
+package scheduling
+
+import (
+	"fmt"
+	"net"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+
+	"github.com/karpless/karpless/shared/core/wellknown"
+)
+
+// hostPort is one <ip, port, protocol> a pod binds on its node.
+type hostPort struct {
+	ip    string // "" for the wildcard addresses 0.0.0.0 and ::
+	port  int32
+	proto corev1.Protocol
+}
+
+func (p hostPort) conflicts(o hostPort) bool {
+	return p.port == o.port && p.proto == o.proto && (p.ip == "" || o.ip == "" || p.ip == o.ip)
+}
+
+func (p hostPort) String() string {
+	ip := p.ip
+	if ip == "" {
+		ip = "0.0.0.0"
+	}
+	return fmt.Sprintf("%s:%d/%s", ip, p.port, p.proto)
+}
+
+func hostPorts(p *corev1.Pod) []hostPort {
+	var out []hostPort
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range cs {
+			for _, cp := range c.Ports {
+				if cp.HostPort == 0 {
+					continue
+				}
+				hp := hostPort{port: cp.HostPort, proto: cp.Protocol}
+				if hp.proto == "" {
+					hp.proto = corev1.ProtocolTCP
+				}
+				if ip := net.ParseIP(cp.HostIP); ip != nil && !ip.IsUnspecified() {
+					hp.ip = ip.String()
+				}
+				out = append(out, hp)
+			}
+		}
+	}
+	return out
+}
+
+func portConflict(have, want []hostPort) *hostPort {
+	for _, w := range want {
+		for _, h := range have {
+			if w.conflicts(h) {
+				return &w
+			}
+		}
+	}
+	return nil
+}
+
+// volumeRef is a persistent volume a pod mounts, by the CSI driver that
+// attaches it (for attach limits).
+type volumeRef struct {
+	id     string // namespace/claim
+	driver string
+}
+
+// volumes indexes the snapshot's storage objects.
+type volumes struct {
+	pvcs    map[string]*corev1.PersistentVolumeClaim
+	pvs     map[string]*corev1.PersistentVolume
+	classes map[string]*storagev1.StorageClass
+	limits  map[string]map[string]int64 // node -> driver -> attachable volumes
+}
+
+func newVolumes(s *Snapshot) *volumes {
+	v := &volumes{pvcs: map[string]*corev1.PersistentVolumeClaim{}, pvs: map[string]*corev1.PersistentVolume{}, classes: map[string]*storagev1.StorageClass{}, limits: map[string]map[string]int64{}}
+	for _, c := range s.PersistentVolumeClaims {
+		if c != nil {
+			v.pvcs[c.Namespace+"/"+c.Name] = c
+		}
+	}
+	for _, pv := range s.PersistentVolumes {
+		if pv != nil {
+			v.pvs[pv.Name] = pv
+		}
+	}
+	for _, sc := range s.StorageClasses {
+		if sc != nil {
+			v.classes[sc.Name] = sc
+		}
+	}
+	for _, cn := range s.CSINodes {
+		if cn == nil {
+			continue
+		}
+		m := map[string]int64{}
+		for _, d := range cn.Spec.Drivers {
+			if d.Allocatable != nil && d.Allocatable.Count != nil {
+				m[d.Name] = int64(*d.Allocatable.Count)
+			}
+		}
+		v.limits[cn.Name] = m
+	}
+	return v
+}
+
+// claimFor returns the claim name a pod volume uses, if it is a persistent one.
+func claimFor(p *corev1.Pod, vol *corev1.Volume) (string, *corev1.PersistentVolumeClaimSpec) {
+	switch {
+	case vol.PersistentVolumeClaim != nil:
+		return vol.PersistentVolumeClaim.ClaimName, nil
+	case vol.Ephemeral != nil && vol.Ephemeral.VolumeClaimTemplate != nil:
+		return p.Name + "-" + vol.Name, &vol.Ephemeral.VolumeClaimTemplate.Spec
+	}
+	return "", nil
+}
+
+// podVolumes returns a pod's volume topology as alternatives (each a set of
+// node requirements; one must hold), the volumes for attach limits, and an
+// error a person can act on when a claim cannot be resolved.
+func (v *volumes) podVolumes(p *corev1.Pod) ([]Requirements, []volumeRef, error) {
+	alts := []Requirements{nil}
+	var refs []volumeRef
+	for i := range p.Spec.Volumes {
+		name, tmpl := claimFor(p, &p.Spec.Volumes[i])
+		if name == "" {
+			continue
+		}
+		key := p.Namespace + "/" + name
+		pvc := v.pvcs[key]
+		var spec *corev1.PersistentVolumeClaimSpec
+		switch {
+		case pvc != nil:
+			if pvc.DeletionTimestamp != nil {
+				return nil, nil, fmt.Errorf("PersistentVolumeClaim %s is being deleted", key)
+			}
+			if pvc.Status.Phase == corev1.ClaimLost {
+				return nil, nil, fmt.Errorf("PersistentVolumeClaim %s is bound to a PersistentVolume that no longer exists", key)
+			}
+			spec = &pvc.Spec
+		case tmpl != nil:
+			spec = tmpl
+		default:
+			return nil, nil, fmt.Errorf("PersistentVolumeClaim %s does not exist", key)
+		}
+		var volAlts []Requirements
+		driver := ""
+		if spec.VolumeName != "" {
+			pv := v.pvs[spec.VolumeName]
+			if pv == nil {
+				return nil, nil, fmt.Errorf("PersistentVolume %s of claim %s does not exist", spec.VolumeName, key)
+			}
+			if pv.DeletionTimestamp != nil {
+				return nil, nil, fmt.Errorf("PersistentVolume %s of claim %s is being deleted", spec.VolumeName, key)
+			}
+			volAlts = pvTopology(pv)
+			if pv.Spec.CSI != nil {
+				driver = pv.Spec.CSI.Driver
+			}
+		} else {
+			scName := ""
+			if spec.StorageClassName != nil {
+				scName = *spec.StorageClassName
+			}
+			if scName == "" {
+				return nil, nil, fmt.Errorf("PersistentVolumeClaim %s is not bound and names no StorageClass", key)
+			}
+			sc := v.classes[scName]
+			if sc == nil {
+				return nil, nil, fmt.Errorf("StorageClass %s of claim %s does not exist", scName, key)
+			}
+			if sc.VolumeBindingMode == nil || *sc.VolumeBindingMode == storagev1.VolumeBindingImmediate {
+				return nil, nil, fmt.Errorf("PersistentVolumeClaim %s uses StorageClass %s with Immediate binding and is not bound yet; use WaitForFirstConsumer", key, scName)
+			}
+			for _, term := range sc.AllowedTopologies {
+				r := Requirements{}
+				for _, e := range term.MatchLabelExpressions {
+					r.Add(NewRequirement(e.Key, corev1.NodeSelectorOpIn, e.Values...))
+				}
+				if len(r) > 0 {
+					volAlts = append(volAlts, r)
+				}
+			}
+			driver = sc.Provisioner
+		}
+		refs = append(refs, volumeRef{id: key, driver: driver})
+		if len(volAlts) > 0 {
+			alts = mergeAlternatives(alts, volAlts)
+		}
+	}
+	if len(alts) == 1 && alts[0] == nil {
+		return nil, refs, nil
+	}
+	return alts, refs, nil
+}
+
+// pvTopology reads a volume's node affinity terms; hostname terms of local
+// and hostPath volumes are dropped since a new node cannot have them.
+func pvTopology(pv *corev1.PersistentVolume) []Requirements {
+	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+		return nil
+	}
+	var out []Requirements
+	local := pv.Spec.Local != nil || pv.Spec.HostPath != nil
+	for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
+		r := Requirements{}
+		for _, e := range term.MatchExpressions {
+			if local && e.Key == wellknown.HostnameLabel {
+				continue
+			}
+			r.Add(NewRequirement(e.Key, e.Operator, e.Values...))
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// mergeAlternatives combines two volumes' alternatives pairwise, keeping
+// the compatible pairs (all pairs when none is).
+func mergeAlternatives(have, add []Requirements) []Requirements {
+	var out []Requirements
+	for _, h := range have {
+		for _, a := range add {
+			if h != nil && h.Intersects(a) != nil {
+				continue
+			}
+			m := Requirements{}
+			if h != nil {
+				m.AddAll(h)
+			}
+			m.AddAll(a)
+			out = append(out, m)
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	for _, h := range have {
+		for _, a := range add {
+			m := Requirements{}
+			if h != nil {
+				m.AddAll(h)
+			}
+			m.AddAll(a)
+			out = append(out, m)
+		}
+	}
+	return out
+}

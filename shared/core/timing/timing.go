@@ -1,0 +1,142 @@
+// Package timing holds every TTL, interval, patience and timeout the
+// functions use, each with its reason, so they are read and tuned in one place.
+package timing
+
+import "time"
+
+// Settings the environment may override (shared/function/config), as
+// Karpenter ships them where it has an equivalent.
+const (
+	// DefaultBatchIdle closes a batch of pending pods after a second
+	// without another (Karpenter's BATCH_IDLE_DURATION).
+	DefaultBatchIdle = time.Second
+	// DefaultBatchMax closes a batch after ten seconds in all
+	// (Karpenter's BATCH_MAX_DURATION).
+	DefaultBatchMax = 10 * time.Second
+	// DefaultWatchWindow is how long a tick that found work keeps
+	// watching and acting before the next tick, a minute later, takes over.
+	DefaultWatchWindow = 50 * time.Second
+	// DefaultDeadlineMargin is kept free before the Lambda deadline for
+	// the lease release and the flush of Events and metrics.
+	DefaultDeadlineMargin = 5 * time.Second
+	// DefaultLeaseDuration is how long a killed holder keeps a lease: half
+	// a tick, so the next tick finds it free.
+	DefaultLeaseDuration = 30 * time.Second
+	// DefaultRegistrationTTL retires a claim whose node has not registered
+	// by then (Karpenter's 15 minutes).
+	DefaultRegistrationTTL = 15 * time.Minute
+	// DefaultUnavailableOfferingsTTL is how long an offering that failed
+	// for lack of capacity is left out (Karpenter's 3 minutes).
+	DefaultUnavailableOfferingsTTL = 3 * time.Minute
+)
+
+// The provisioning lease and its watch window.
+const (
+	// LeaseRenewEvery is how often a watching tick renews its lease, a
+	// third of DefaultLeaseDuration, so a slow renewal never loses it.
+	LeaseRenewEvery = 10 * time.Second
+	// LeaseWait is how long an interruption batch waits for the
+	// provisioning lease; the provisioner hands over at its next renewal
+	// (every LeaseRenewEvery), so a batch usually gets it sooner.
+	LeaseWait = 12 * time.Second
+	// LeaseAcquirePoll is how often a waiting invocation asks again.
+	LeaseAcquirePoll = 200 * time.Millisecond
+	// LifecycleEvery is how often the watch window advances in-flight
+	// claims (registration and initialization) between pod batches.
+	LifecycleEvery = 2 * time.Second
+	// FlushTimeout bounds the writes made on the way out (Events, the
+	// lease release), which run after the invocation's context may end.
+	FlushTimeout = 3 * time.Second
+)
+
+// EC2's eventual consistency: how long a missing answer is waited out.
+const (
+	// NotFoundPatience is how long EC2 must go on answering NotFound for a
+	// NodeClaim's instance before the instance is taken as gone: far
+	// longer than EC2 takes to list a new instance (seconds; the
+	// emulator's worst case is 8 s), far shorter than it keeps a
+	// terminated one listed (an hour).
+	NotFoundPatience = time.Minute
+	// TokenPatience is how long a launch waits for the instance of an
+	// applied call to be listed before taking its token as spent; the
+	// instance is tagged with its NodeClaim from creation, so it is found
+	// by that tag.
+	TokenPatience = time.Minute
+	// InstanceGrace is Karpenter's: instances younger than this are never
+	// collected as leaked.
+	InstanceGrace = 30 * time.Second
+	// TemplateMinAge keeps launch templates created recently; an older one
+	// that is still wanted is recreated by the next launch.
+	TemplateMinAge = time.Hour
+)
+
+// What is read from AWS and EKS, and how long it is trusted.
+const (
+	// PricingMaxAge is how long a book of spot prices is used before EC2
+	// is asked again.
+	PricingMaxAge = 10 * time.Minute
+	// NodeClassRefresh is how often a class's status is re-resolved:
+	// Karpenter re-reads subnets and security groups every minute and AMIs
+	// within five.
+	NodeClassRefresh = time.Minute
+	// ClusterInfoTTL is how long facts fetched from EKS or the API server
+	// are reused; the Kubernetes version changes on an upgrade, which the
+	// AMI aliases must follow (Karpenter polls it every 5 minutes too).
+	ClusterInfoTTL = 5 * time.Minute
+	// TokenLifetime is how long EKS accepts a token after its signing time.
+	TokenLifetime = 15 * time.Minute
+	// TokenRefreshBefore is how long before expiry a cached token is
+	// replaced, which leaves room for clock skew and long requests.
+	TokenRefreshBefore = 5 * time.Minute
+)
+
+// Disruption.
+const (
+	// ConsolidatedTTL is how long a "nothing to consolidate" result holds
+	// while the cluster does not change: Karpenter's five minutes, after
+	// which prices and capacity, which leave no trace in the cluster, may
+	// have moved.
+	ConsolidatedTTL = 5 * time.Minute
+	// CommandValidationDelay is Karpenter's wait before a consolidation is
+	// checked again and carried out.
+	CommandValidationDelay = 15 * time.Second
+	// InstanceTypeNotFoundDelay is the age after which a claim whose
+	// instance type is no longer offered counts as drifted.
+	InstanceTypeNotFoundDelay = time.Hour
+	// ReplacementTimeout abandons a command whose replacements are not all
+	// initialized by then.
+	ReplacementTimeout = 10 * time.Minute
+	// GCInterval is the least time between garbage collections.
+	GCInterval = 2 * time.Minute
+	// DisruptionPollInterval is the wait between passes while commands are
+	// in flight.
+	DisruptionPollInterval = 5 * time.Second
+	// TaintSettle is how long the disrupted taint must have been on a node
+	// before a read that finds it drained may end in TerminateInstances:
+	// kube-scheduler binds from its cache, so a pod it placed just before
+	// it saw the taint can still appear for a moment after.
+	TaintSettle = 5 * time.Second
+	// InterruptionRetryAfter is how soon a message whose action failed is
+	// received again: the queue's visibility timeout is six times the
+	// function's (as AWS advises for event sources), far too long for a
+	// two-minute spot warning, so a failed message is made visible early.
+	InterruptionRetryAfter = 10 * time.Second
+)
+
+// The bootstrap custom resource.
+const (
+	// BootstrapMargin is kept before the Lambda deadline to send the
+	// answer to CloudFormation (one HTTPS PUT to S3).
+	BootstrapMargin = 20 * time.Second
+	// BootstrapRetryWindow is how long 401/403 and transient API errors
+	// are retried from the start of a request: a new access entry and its
+	// access policy take a few seconds to reach the API server.
+	BootstrapRetryWindow = 60 * time.Second
+	// BootstrapDeleteTimeout bounds a Delete, so that a cluster which is
+	// gone or unreachable cannot hold `cdk destroy` for CloudFormation's
+	// whole timeout.
+	BootstrapDeleteTimeout = 2 * time.Minute
+	// CustomResourceWait bounds how long a create of a default object
+	// waits for its CRD to be served after it became Established.
+	CustomResourceWait = 30 * time.Second
+)

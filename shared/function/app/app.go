@@ -1,0 +1,119 @@
+// Package app builds each function's engine from the environment, once per
+// warm container, and exposes the handlers the Lambda mains and `karpless local` run.
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"k8s.io/utils/clock"
+
+	"github.com/karpless/karpless/shared/aws/awsconfig"
+	"github.com/karpless/karpless/shared/aws/instance"
+	"github.com/karpless/karpless/shared/aws/launchtemplate"
+	"github.com/karpless/karpless/shared/aws/nodeclass"
+	"github.com/karpless/karpless/shared/aws/pricing"
+	"github.com/karpless/karpless/shared/core/catalog"
+	"github.com/karpless/karpless/shared/function/config"
+	"github.com/karpless/karpless/shared/function/record"
+	"github.com/karpless/karpless/shared/kube"
+	"github.com/karpless/karpless/shared/kube/eksauth"
+	"github.com/karpless/karpless/shared/ticks/provision"
+)
+
+// Env is everything a function needs that is worth keeping across
+// invocations of a warm container: settings and clients, never cluster data.
+type Env struct {
+	Config  config.Config
+	AWS     *awsconfig.Clients
+	Cluster *eksauth.Cluster
+	Kube    *kube.Clients
+	Catalog *catalog.Catalog
+	Log     *slog.Logger
+	Clock   clock.WithTicker
+	// Out receives EMF metrics; CloudWatch reads them from the function's log.
+	Out io.Writer
+}
+
+// Load reads the environment (lookup is os.LookupEnv in production) and
+// builds the clients. It fails fast, naming what is wrong.
+func Load(ctx context.Context, lookup func(string) (string, bool)) (*Env, error) {
+	cfg, err := config.FromLookup(lookup)
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	log := record.NewLogger(os.Stdout, cfg.LogLevel)
+	aws, err := awsconfig.LoadClients(ctx, cfg.Region)
+	if err != nil {
+		return nil, err
+	}
+	src := eksauth.SourceFromEnv(lookup)
+	src.EKS, src.STS = aws.EKS, eksauth.NewPresigner(aws.STS)
+	cluster := eksauth.New(src)
+	rest, err := cluster.RESTConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to cluster %s: %w", cfg.ClusterName, err)
+	}
+	kc, err := kube.NewClients(rest)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := catalog.Load()
+	if err != nil {
+		return nil, err
+	}
+	return &Env{Config: cfg, AWS: aws, Cluster: cluster, Kube: kc, Catalog: cat, Log: log, Clock: clock.RealClock{}, Out: os.Stdout}, nil
+}
+
+// Provisioner is a provisioning engine for one invocation.
+func (e *Env) Provisioner() *provision.Provisioner {
+	return &provision.Provisioner{
+		Config:    e.Config,
+		Kube:      e.Kube,
+		Instances: instance.NewProvider(e.AWS.EC2, e.Config.ClusterName),
+		Resolver: &nodeclass.Resolver{
+			EC2: e.AWS.EC2, SSM: e.AWS.SSM, IAM: e.AWS.IAM, Region: e.Config.Region, Now: e.Clock.Now,
+			Validate: launchtemplate.Validate,
+		},
+		Templates:  Templates{&launchtemplate.Provider{EC2: e.AWS.EC2, Now: e.Clock.Now}},
+		Prices:     &pricing.Source{EC2: e.AWS.EC2, ConfigMap: e.Kube.Core.CoreV1(), Namespace: e.Config.Namespace, Clock: e.Clock},
+		Catalog:    e.Catalog,
+		Cluster:    e.Cluster.Info,
+		Clock:      e.Clock,
+		Log:        e.Log,
+		MetricsOut: e.Out,
+	}
+}
+
+// Templates adapts the launch template provider to the provisioner.
+type Templates struct{ P *launchtemplate.Provider }
+
+// Ensure implements provision.Templates.
+func (t Templates) Ensure(ctx context.Context, r provision.TemplateRequest) ([]instance.LaunchTemplate, error) {
+	lts, err := t.P.Ensure(ctx, launchtemplate.Request(r))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]instance.LaunchTemplate, len(lts))
+	for i, lt := range lts {
+		out[i] = instance.LaunchTemplate{Name: lt.Name, ImageID: lt.ImageID, InstanceTypes: lt.InstanceTypes}
+	}
+	return out, nil
+}
+
+// invocationID is the Lambda request id, or a fresh id outside Lambda.
+func invocationID(ctx context.Context, prefix string) string {
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		return lc.AwsRequestID
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%s-%d-%d", prefix, host, os.Getpid(), time.Now().UnixNano())
+}

@@ -1,0 +1,72 @@
+package app
+
+import (
+	"context"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+
+	"github.com/karpless/karpless/shared/aws/instance"
+	"github.com/karpless/karpless/shared/core/timing"
+	"github.com/karpless/karpless/shared/function/record"
+	"github.com/karpless/karpless/shared/function/tick"
+	"github.com/karpless/karpless/shared/kube/snapshot"
+	"github.com/karpless/karpless/shared/ticks/interrupt"
+	"github.com/karpless/karpless/shared/ticks/provision"
+	"github.com/karpless/karpless/shared/ticks/termination"
+)
+
+// ProvisionerHandler is the provisioner's Lambda handler (EventBridge schedule).
+func (e *Env) ProvisionerHandler() func(context.Context, lambdaevents.CloudWatchEvent) (provision.Summary, error) {
+	return func(ctx context.Context, _ lambdaevents.CloudWatchEvent) (provision.Summary, error) {
+		return e.Provisioner().Run(ctx, invocationID(ctx, "provisioner"))
+	}
+}
+
+// Interruption is an interruption engine for one invocation.
+func (e *Env) Interruption() *interrupt.Handler {
+	metrics := record.NewMetrics("Karpless")
+	events := record.NewRecorder(e.Kube.Core.CoreV1(), e.Clock, e.Log)
+	p := e.Provisioner()
+	p.Metrics, p.Events = metrics, events
+	return &interrupt.Handler{
+		Kube: e.Kube, Provisioner: p, Clock: e.Clock, Log: e.Log, Events: events, Metrics: metrics,
+		Drainer: drainer{e: e, t: &termination.Terminator{
+			Kube: e.Kube, Instances: instance.NewProvider(e.AWS.EC2, e.Config.ClusterName),
+			Clock: e.Clock, Log: e.Log, Events: events, Metrics: metrics,
+		}},
+		Namespace: e.Config.Namespace, UnavailableTTL: e.Config.UnavailableOfferingsTTL, LeaseWait: timing.LeaseWait,
+		Queue: e.AWS.SQS, QueueURL: e.Config.InterruptionQueueURL,
+	}
+}
+
+// InterruptionHandler is the interruption Lambda's handler (SQS event
+// source mapping with ReportBatchItemFailures). Per-message failures are
+// reported in the response, never as a function error, which would return
+// the whole batch to the queue.
+func (e *Env) InterruptionHandler() func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
+	return func(ctx context.Context, batch lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
+		h := e.Interruption()
+		res, err := h.Handle(ctx, batch, invocationID(ctx, "interruption"))
+		if err != nil {
+			e.Log.Warn("interruption batch had failures", "failed", len(res.Response.BatchItemFailures), "error", err)
+		}
+		tick.Flush(ctx, h.Events, h.Metrics, e.Out, e.Clock, e.Log)
+		e.Log.Info("interruption batch done", "messages", len(batch.Records), "acted", res.Acted, "dropped", res.Dropped, "replaced", res.Replaced, "failed", len(res.Response.BatchItemFailures))
+		return res.Response, nil
+	}
+}
+
+// drainer starts the drain of deleted NodeClaims from a fresh snapshot.
+type drainer struct {
+	e *Env
+	t *termination.Terminator
+}
+
+func (d drainer) Drain(ctx context.Context) error {
+	snap, err := snapshot.Take(ctx, d.e.Kube, d.e.Clock)
+	if err != nil {
+		return err
+	}
+	_, err = d.t.Reconcile(ctx, snap)
+	return err
+}

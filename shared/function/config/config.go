@@ -1,0 +1,146 @@
+// Package config reads the functions' settings from the environment once,
+// validates them, and hands a plain Config value to everything else.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/karpless/karpless/shared/core/timing"
+)
+
+// Config is every setting the functions read. Zero durations mean "use the default".
+type Config struct {
+	// ClusterName is the EKS cluster; it scopes tags, IAM names and leases.
+	ClusterName string
+	// Region of the cluster and of every AWS call.
+	Region string
+	// ClusterEndpoint and ClusterCAData skip EKS DescribeCluster when set.
+	ClusterEndpoint string
+	ClusterCAData   string
+	// Namespace holds Karpless's leases, its unavailable-offerings cache and
+	// Events about cluster-scoped objects.
+	Namespace string
+	// InterruptionQueueURL is the SQS queue the interruption function drains.
+	InterruptionQueueURL string
+
+	// BatchIdle and BatchMax bound how long a tick gathers pending pods
+	// before simulating, as Karpenter's batcher does (1 s idle, 10 s max).
+	BatchIdle time.Duration
+	BatchMax  time.Duration
+	// WatchWindow is how long a tick that found work keeps watching pending
+	// pods before handing over; 0 means one pass per tick.
+	WatchWindow time.Duration
+	// DeadlineMargin is kept free before the Lambda deadline for clean-up.
+	DeadlineMargin time.Duration
+	// LeaseDuration is how long a lease stays valid without renewal; a
+	// killed tick's lease expires after it.
+	LeaseDuration time.Duration
+
+	// RegistrationTTL deletes NodeClaims whose node never registered.
+	RegistrationTTL time.Duration
+	// UnavailableOfferingsTTL is how long an offering stays out after an
+	// insufficient-capacity error (Karpenter: 3 minutes).
+	UnavailableOfferingsTTL time.Duration
+
+	// SpotToSpotConsolidation is Karpenter's feature gate of that name.
+	SpotToSpotConsolidation bool
+	// ReservedENIs are ENIs kept out of the pod limit (--reserved-enis).
+	ReservedENIs int
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+}
+
+// DefaultNamespace holds the functions' state (leases, ConfigMaps) and
+// their Events, where Karpenter's controller runs.
+const DefaultNamespace = "kube-system"
+
+// FromEnv reads the environment. It does not validate; call Validate.
+func FromEnv() (Config, error) {
+	return FromLookup(os.LookupEnv)
+}
+
+// FromLookup reads settings through lookup (os.LookupEnv in production).
+func FromLookup(lookup func(string) (string, bool)) (Config, error) {
+	get := func(k string) string { v, _ := lookup(k); return strings.TrimSpace(v) }
+	c := Config{
+		ClusterName:          get("CLUSTER_NAME"),
+		Region:               firstNonEmpty(get("AWS_REGION"), get("AWS_DEFAULT_REGION")),
+		ClusterEndpoint:      get("CLUSTER_ENDPOINT"),
+		ClusterCAData:        get("CLUSTER_CA_DATA"),
+		Namespace:            firstNonEmpty(get("KARPLESS_NAMESPACE"), DefaultNamespace),
+		InterruptionQueueURL: get("INTERRUPTION_QUEUE_URL"),
+		LogLevel:             firstNonEmpty(get("LOG_LEVEL"), "info"),
+	}
+	var errs []error
+	dur := func(key string, def time.Duration, dst *time.Duration) {
+		*dst = def
+		if v := get(key); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				errs = append(errs, fmt.Errorf("%s=%q is not a non-negative duration", key, v))
+				return
+			}
+			*dst = d
+		}
+	}
+	dur("BATCH_IDLE_DURATION", timing.DefaultBatchIdle, &c.BatchIdle)
+	dur("BATCH_MAX_DURATION", timing.DefaultBatchMax, &c.BatchMax)
+	dur("WATCH_WINDOW", timing.DefaultWatchWindow, &c.WatchWindow)
+	dur("DEADLINE_MARGIN", timing.DefaultDeadlineMargin, &c.DeadlineMargin)
+	dur("LEASE_DURATION", timing.DefaultLeaseDuration, &c.LeaseDuration)
+	dur("REGISTRATION_TTL", timing.DefaultRegistrationTTL, &c.RegistrationTTL)
+	dur("UNAVAILABLE_OFFERINGS_TTL", timing.DefaultUnavailableOfferingsTTL, &c.UnavailableOfferingsTTL)
+	if v := get("SPOT_TO_SPOT_CONSOLIDATION"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("SPOT_TO_SPOT_CONSOLIDATION=%q is not a boolean", v))
+		}
+		c.SpotToSpotConsolidation = b
+	}
+	if v := get("RESERVED_ENIS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("RESERVED_ENIS=%q is not a non-negative integer", v))
+		}
+		c.ReservedENIs = n
+	}
+	return c, errors.Join(errs...)
+}
+
+// Validate reports every problem at once, each naming the variable to fix.
+func (c Config) Validate() error {
+	var errs []error
+	if c.ClusterName == "" {
+		errs = append(errs, errors.New("CLUSTER_NAME is required"))
+	}
+	if c.Region == "" {
+		errs = append(errs, errors.New("AWS_REGION is required"))
+	}
+	if (c.ClusterEndpoint == "") != (c.ClusterCAData == "") {
+		errs = append(errs, errors.New("CLUSTER_ENDPOINT and CLUSTER_CA_DATA must be set together (or neither, to use EKS DescribeCluster)"))
+	}
+	if c.ClusterEndpoint != "" && !strings.HasPrefix(c.ClusterEndpoint, "https://") {
+		errs = append(errs, fmt.Errorf("CLUSTER_ENDPOINT=%q must be an https:// URL", c.ClusterEndpoint))
+	}
+	if c.BatchIdle > c.BatchMax {
+		errs = append(errs, fmt.Errorf("BATCH_IDLE_DURATION (%s) must not exceed BATCH_MAX_DURATION (%s)", c.BatchIdle, c.BatchMax))
+	}
+	if c.LeaseDuration < 5*time.Second {
+		errs = append(errs, fmt.Errorf("LEASE_DURATION (%s) must be at least 5s", c.LeaseDuration))
+	}
+	return errors.Join(errs...)
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

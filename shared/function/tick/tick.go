@@ -1,0 +1,113 @@
+// Package tick is the skeleton every invocation runs in: take the lease for
+// its concern (or do nothing), bound the work by the Lambda deadline less a
+// margin, and on the way out release the lease and flush Events and metrics
+// before the runtime freezes the container.
+package tick
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/karpless/karpless/shared/core/timing"
+	"github.com/karpless/karpless/shared/function/clockctx"
+	"github.com/karpless/karpless/shared/function/record"
+	"github.com/karpless/karpless/shared/kube/lease"
+)
+
+// Skeleton says what one invocation holds and flushes.
+type Skeleton struct {
+	Leases    coordinationclient.LeasesGetter
+	Namespace string
+	// Lease names the concern (provisioning, disruption); Holder is the
+	// invocation (the Lambda request id).
+	Lease, Holder string
+	Duration      time.Duration
+	// Wait > 0 asks a holder to hand over and waits up to Wait for the
+	// lease; 0 gives up at once when it is held.
+	Wait time.Duration
+	// Margin is kept free before the invocation's deadline for the flush
+	// and the release.
+	Margin time.Duration
+	Clock  clock.WithTicker
+	Log    *slog.Logger
+	// Events and Metrics are flushed on the way out (nil: not this
+	// invocation's to flush); metrics go to MetricsOut.
+	Events     *record.Recorder
+	Metrics    *record.Metrics
+	MetricsOut io.Writer
+}
+
+// Run runs work while holding the lease, with ctx bounded by the deadline
+// less the margin. It returns false, without running work, when another
+// invocation holds the lease.
+func (s Skeleton) Run(ctx context.Context, work func(ctx context.Context, l *lease.Lease) error) (bool, error) {
+	defer s.flush(ctx)
+	l := lease.New(s.Leases, s.Namespace, s.Lease, s.Holder, s.Duration, s.Clock)
+	var ok bool
+	var err error
+	if s.Wait > 0 {
+		ok, err = l.Acquire(ctx, s.Wait, timing.LeaseAcquirePoll, s.sleep)
+	} else {
+		ok, err = l.TryAcquire(ctx)
+	}
+	if err != nil || !ok {
+		return false, err
+	}
+	defer func() {
+		rel, cancel := context.WithTimeout(context.WithoutCancel(ctx), timing.FlushTimeout)
+		defer cancel()
+		if err := l.Release(rel); err != nil {
+			s.Log.Warn("releasing lease", "lease", s.Lease, "error", err)
+		}
+	}()
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = clockctx.WithDeadline(ctx, s.Clock, d.Add(-s.Margin))
+		defer cancel()
+	}
+	return true, work(ctx, l)
+}
+
+// flush sends the invocation's Events and metrics.
+func (s Skeleton) flush(ctx context.Context) {
+	Flush(ctx, s.Events, s.Metrics, s.MetricsOut, s.Clock, s.Log)
+}
+
+// Flush sends an invocation's Events and metrics (nil: none), within
+// timing.FlushTimeout even when ctx has ended: a Lambda may be frozen the moment
+// it returns.
+func Flush(ctx context.Context, events *record.Recorder, metrics *record.Metrics, out io.Writer, clk clock.PassiveClock, log *slog.Logger) {
+	if events != nil {
+		f, cancel := context.WithTimeout(context.WithoutCancel(ctx), timing.FlushTimeout)
+		defer cancel()
+		events.Flush(f)
+	}
+	if metrics != nil && out != nil {
+		if err := metrics.Flush(out, clk.Now().UnixMilli()); err != nil {
+			log.Warn("writing metrics", "error", err)
+		}
+	}
+}
+
+// sleep waits on the skeleton's clock (virtual in the soak).
+func (s Skeleton) sleep(ctx context.Context, d time.Duration) error { return Sleep(ctx, s.Clock, d) }
+
+// Sleep waits d on clk (virtual in the soak), or until ctx ends.
+func Sleep(ctx context.Context, clk clock.WithTicker, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
+}

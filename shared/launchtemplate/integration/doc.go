@@ -1,3 +1,0 @@
-// Package integration runs launchtemplate against the localaws emulator through the
-// real SDK clients; it is apart so unit tests build without the emulator.
-package integration

@@ -1,0 +1,427 @@
+// Package controlplane runs a real Kubernetes control plane (etcd, kube-apiserver
+// and optionally kube-scheduler and kube-controller-manager) on loopback, from
+// binaries built from source by hack/kube/build.sh, for tests and the demo.
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// ErrNotBuilt means the control-plane binaries are missing; the message says
+// how to build them.
+var ErrNotBuilt = errors.New("local control plane not built")
+
+// Config says where the binaries are, where state goes and what to run.
+type Config struct {
+	// BinDir holds etcd, kube-apiserver, kube-scheduler and
+	// kube-controller-manager. Empty means FindBinDir().
+	BinDir string
+	// Dir receives certificates, etcd data, logs and the kubeconfig. Empty
+	// means a new temporary directory, removed on Stop.
+	Dir string
+	// Scheduler runs kube-scheduler, which binds pending pods and marks the
+	// ones that fit nowhere Unschedulable, as in a real cluster.
+	Scheduler bool
+	// ControllerManager runs kube-controller-manager (Deployments,
+	// ReplicaSets, PDB status, garbage collection), without the node
+	// lifecycle controller: fake nodes send no heartbeats.
+	ControllerManager bool
+	// TokenWebhookURL, when set, makes kube-apiserver authenticate bearer
+	// tokens by POSTing TokenReviews to this URL (authentication.k8s.io/v1),
+	// as EKS does with IAM tokens; see emulator.Emulator.TokenWebhookURL.
+	TokenWebhookURL string
+	// TokenWebhookCacheTTL is how long kube-apiserver caches the webhook's
+	// answers (default 10s).
+	TokenWebhookCacheTTL time.Duration
+	// VirtualClock, when set, names the file whose 8 bytes hold the wall
+	// time kube-apiserver, kube-scheduler and kube-controller-manager read
+	// (hack/kube/virtualclock): the soak runs the control plane on its
+	// virtual clock, so that creation and deletion timestamps agree with the
+	// clock the functions run on. etcd keeps the real time.
+	VirtualClock string
+	// Logger receives progress; nil discards it.
+	Logger *slog.Logger
+}
+
+// Cluster is a running control plane.
+type Cluster struct {
+	// RESTConfig authenticates as cluster-admin.
+	RESTConfig *rest.Config
+	// Kubeconfig is the path of an admin kubeconfig file.
+	Kubeconfig string
+	// Dir is the state directory.
+	Dir string
+
+	procs   []*process
+	tempDir bool
+	log     *slog.Logger
+	// extraArgs are appended to a process's command line, by name.
+	extraArgs map[string][]string
+	// env is added to the environment of every Kubernetes component.
+	env []string
+}
+
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// FindBinDir locates the control-plane binaries: $KARPLESS_KUBE_BIN, else
+// .cache/kube/bin under the repository root found from the working directory.
+func FindBinDir() (string, error) {
+	if d := os.Getenv("KARPLESS_KUBE_BIN"); d != "" {
+		return d, checkBinaries(d)
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	d := filepath.Join(root, ".cache", "kube", "bin")
+	return d, checkBinaries(d)
+}
+
+// RepoRoot walks up from the working directory to the Karpless go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.HasPrefix(string(b), "module github.com/karpless/karpless\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("%w: not inside the Karpless repository; set KARPLESS_KUBE_BIN", ErrNotBuilt)
+		}
+		dir = parent
+	}
+}
+
+func checkBinaries(dir string) error {
+	for _, b := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			return fmt.Errorf("%w: %s missing in %s; run `make kube` (hack/kube/build.sh, ~15 min the first time, cached after)", ErrNotBuilt, b, dir)
+		}
+	}
+	return nil
+}
+
+// Start launches the control plane and waits for /readyz. Stop it with Stop.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.BinDir == "" {
+		d, err := FindBinDir()
+		if err != nil {
+			return nil, err
+		}
+		cfg.BinDir = d
+	} else if err := checkBinaries(cfg.BinDir); err != nil {
+		return nil, err
+	}
+	c := &Cluster{Dir: cfg.Dir, log: log}
+	if cfg.VirtualClock != "" {
+		c.env = []string{"KARPLESS_VIRTUAL_CLOCK=" + cfg.VirtualClock}
+	}
+	if c.Dir == "" {
+		d, err := os.MkdirTemp("", "karpless-kube-")
+		if err != nil {
+			return nil, err
+		}
+		c.Dir, c.tempDir = d, true
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			c.Stop()
+		}
+	}()
+	certs := pki{dir: filepath.Join(c.Dir, "pki")}
+	if err := certs.ensure(); err != nil {
+		return nil, fmt.Errorf("creating certificates: %w", err)
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	apiPort := ports[2]
+	logs := filepath.Join(c.Dir, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return nil, err
+	}
+
+	if cfg.TokenWebhookURL != "" {
+		path := filepath.Join(c.Dir, "token-webhook.kubeconfig")
+		if err := writeWebhookKubeconfig(path, cfg.TokenWebhookURL); err != nil {
+			return nil, err
+		}
+		ttl := cfg.TokenWebhookCacheTTL
+		if ttl <= 0 {
+			ttl = 10 * time.Second
+		}
+		c.extraArgs = map[string][]string{"kube-apiserver": {
+			"--authentication-token-webhook-config-file=" + path,
+			"--authentication-token-webhook-version=v1",
+			"--authentication-token-webhook-cache-ttl=" + ttl.String(),
+		}}
+	}
+
+	t0 := time.Now()
+	if err := c.spawn(cfg.BinDir, logs, "etcd",
+		"--name=local", "--data-dir="+filepath.Join(c.Dir, "etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=local="+peerURL,
+		"--unsafe-no-fsync", "--quota-backend-bytes=2147483648", "--log-level=warn",
+	); err != nil {
+		return nil, err
+	}
+	if err := c.waitHTTP(ctx, "etcd", etcdURL+"/health", nil, 30*time.Second); err != nil {
+		return nil, err
+	}
+	if err := c.spawn(cfg.BinDir, logs, "kube-apiserver",
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
+		// The endpoint reconciler refuses a loopback advertise address.
+		"--endpoint-reconciler-type=none",
+		"--tls-cert-file="+certs.path("apiserver.crt"), "--tls-private-key-file="+certs.path("apiserver.key"),
+		"--client-ca-file="+certs.path("ca.crt"),
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+certs.path("sa.pub"),
+		"--service-account-signing-key-file="+certs.path("sa.key"),
+		"--service-cluster-ip-range=10.0.0.0/24",
+		// No ServiceAccount controller without the controller manager, and
+		// TaintNodesByCondition would leave not-ready taints nobody removes
+		// (no node lifecycle controller): nodes here are fake.
+		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+		"--allow-privileged=true", "--profiling=false",
+		"--cert-dir="+filepath.Join(c.Dir, "apiserver-certs"),
+	); err != nil {
+		return nil, err
+	}
+	server := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	c.RESTConfig = &rest.Config{
+		Host: server,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAFile:   certs.path("ca.crt"),
+			CertFile: certs.path("admin.crt"),
+			KeyFile:  certs.path("admin.key"),
+		},
+		QPS:   1000,
+		Burst: 2000,
+	}
+	if err := c.waitReady(ctx, 2*time.Minute); err != nil {
+		return nil, err
+	}
+	log.Info("kube-apiserver ready", "seconds", time.Since(t0).Seconds(), "server", server)
+	c.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
+	if err := writeKubeconfig(c.Kubeconfig, server, certs); err != nil {
+		return nil, err
+	}
+	if cfg.Scheduler {
+		if err := c.spawn(cfg.BinDir, logs, "kube-scheduler",
+			"--kubeconfig="+c.Kubeconfig, "--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig,
+			"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0",
+		); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.ControllerManager {
+		if err := c.spawn(cfg.BinDir, logs, "kube-controller-manager",
+			"--kubeconfig="+c.Kubeconfig, "--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig,
+			"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0",
+			// Fake nodes send no heartbeats: the node lifecycle controller
+			// would mark them unknown and evict their pods.
+			"--controllers=*,-node-lifecycle-controller,-node-ipam-controller",
+			"--service-account-private-key-file="+certs.path("sa.key"), "--root-ca-file="+certs.path("ca.crt"),
+			"--cluster-signing-cert-file="+certs.path("ca.crt"), "--cluster-signing-key-file="+certs.path("ca.key"),
+		); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return c, nil
+}
+
+func (c *Cluster) spawn(binDir, logDir, name string, args ...string) error {
+	bin := filepath.Join(binDir, name)
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("%w: %s missing in %s; run `make kube`", ErrNotBuilt, name, binDir)
+	}
+	f, err := os.Create(filepath.Join(logDir, name+".log"))
+	if err != nil {
+		return err
+	}
+	args = append(args, c.extraArgs[name]...)
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if name != "etcd" && len(c.env) > 0 {
+		cmd.Env = append(os.Environ(), c.env...)
+	}
+	// Own process group, and killed with the test binary if it dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	c.procs = append(c.procs, p)
+	c.log.Debug("started", "process", name, "pid", cmd.Process.Pid)
+	return nil
+}
+
+func (c *Cluster) exited(name string) error {
+	for _, p := range c.procs {
+		if p.name != name {
+			continue
+		}
+		select {
+		case <-p.done:
+			tail, _ := os.ReadFile(filepath.Join(c.Dir, "logs", name+".log"))
+			if len(tail) > 2000 {
+				tail = tail[len(tail)-2000:]
+			}
+			return fmt.Errorf("%s exited (%v); end of its log:\n%s", name, p.err, tail)
+		default:
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) waitHTTP(ctx context.Context, name, url string, client *http.Client, timeout time.Duration) error {
+	if client == nil {
+		client = &http.Client{Timeout: 2 * time.Second}
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if err := c.exited(name); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not healthy at %s after %s", name, url, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) waitReady(ctx context.Context, timeout time.Duration) error {
+	transport, err := rest.TransportFor(c.RESTConfig)
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Transport: transport, Timeout: 2 * time.Second}
+	return c.waitHTTP(ctx, "kube-apiserver", c.RESTConfig.Host+"/readyz", client, timeout)
+}
+
+// Stop terminates the processes (API server first, so it does not hang on a
+// vanished etcd) and removes a temporary state directory.
+func (c *Cluster) Stop() {
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		p := c.procs[i]
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	}
+	c.procs = nil
+	if c.tempDir {
+		_ = os.RemoveAll(c.Dir)
+	}
+}
+
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var out []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port: %w", err)
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	}
+	return out, nil
+}
+
+// writeWebhookKubeconfig writes the kubeconfig-format file that points
+// kube-apiserver's token authentication webhook at url.
+func writeWebhookKubeconfig(path, url string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["webhook"] = &clientcmdapi.Cluster{Server: url}
+	cfg.AuthInfos["apiserver"] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts["webhook"] = &clientcmdapi.Context{Cluster: "webhook", AuthInfo: "apiserver"}
+	cfg.CurrentContext = "webhook"
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+func writeKubeconfig(path, server string, certs pki) error {
+	read := func(n string) ([]byte, error) { return os.ReadFile(certs.path(n)) }
+	ca, err := read("ca.crt")
+	if err != nil {
+		return err
+	}
+	crt, err := read("admin.crt")
+	if err != nil {
+		return err
+	}
+	key, err := read("admin.key")
+	if err != nil {
+		return err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: crt, ClientKeyData: key}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "admin"}
+	cfg.CurrentContext = "local"
+	return clientcmd.WriteToFile(*cfg, path)
+}

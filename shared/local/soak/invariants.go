@@ -1,0 +1,384 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/core/disruption"
+	"github.com/karpless/karpless/shared/core/podutil"
+	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/local/emulator"
+)
+
+// The invariants' thresholds, in virtual time.
+const (
+	// orphanGrace: an instance may have no NodeClaim while garbage
+	// collection has not run over it yet: Karpenter's 30 s grace, the
+	// collector's 2-minute interval and the tick's minute, with a minute
+	// to spare.
+	orphanGrace = 5 * time.Minute
+	// unlaunchedLimit: a NodeClaim must launch within three ticks while an
+	// offering is available.
+	unlaunchedLimit = 3*time.Minute + 30*time.Second
+	// pendingLimit: every pod runs within five minutes of being created,
+	// or of the last change that took capacity away or made nodes move
+	// (an interruption, an AMI release, a NodePool edit, capacity running
+	// out or coming back), whichever is later.
+	pendingLimit = 5 * time.Minute
+	// costTolerance: at quiescence the cluster costs at most this much more
+	// than a fresh simulation of the same pods.
+	costTolerance = 0.10
+	// eventsKept is how many events a violation report shows.
+	eventsKept = 40
+)
+
+// invariants watches the world and records what must never happen.
+type invariants struct {
+	w *world
+
+	mu         sync.Mutex
+	events     []string
+	violations []Violation
+	reported   map[string]bool
+	evictions  map[string]int
+	orphans    map[string]time.Time
+	commands   map[string]bool
+
+	worldMoves atomic.Int64
+	// lastChange is when the chaos schedule last took capacity away or made
+	// nodes move (guarded by mu).
+	lastChange time.Time
+}
+
+// changed records a change the pending-pod invariant counts from.
+func (v *invariants) changed() {
+	v.mu.Lock()
+	v.lastChange = v.w.now()
+	v.mu.Unlock()
+}
+
+func newInvariants(w *world) *invariants {
+	return &invariants{w: w, reported: map[string]bool{}, evictions: map[string]int{}, orphans: map[string]time.Time{}, commands: map[string]bool{}}
+}
+
+// note adds an event to the log a violation report shows.
+func (v *invariants) note(format string, args ...any) {
+	line := fmt.Sprintf("[%s] ", clockString(v.w.since())) + fmt.Sprintf(format, args...)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.events = append(v.events, line)
+	if len(v.events) > 4*eventsKept {
+		v.events = slices.Clone(v.events[len(v.events)-eventsKept:])
+	}
+}
+
+func clockString(d time.Duration) string {
+	d = d.Round(time.Second)
+	return fmt.Sprintf("%02d:%02d:%02d", int(d.Hours()), int(d.Minutes())%60, int(d.Seconds())%60)
+}
+
+// violate records a violation once per key.
+func (v *invariants) violate(key, invariant, format string, args ...any) {
+	detail := fmt.Sprintf(format, args...)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.reported[key] {
+		return
+	}
+	v.reported[key] = true
+	events := v.events
+	if len(events) > eventsKept {
+		events = events[len(events)-eventsKept:]
+	}
+	v.violations = append(v.violations, Violation{Seed: v.w.seed, At: v.w.since(), Invariant: invariant, Detail: detail, Events: slices.Clone(events)})
+}
+
+// evicted counts an eviction the API server accepted.
+func (v *invariants) evicted(who, ns, name string) {
+	v.mu.Lock()
+	v.evictions[ns+"/"+name]++
+	n := v.evictions[ns+"/"+name]
+	v.mu.Unlock()
+	v.note("%s evicted pod %s/%s", who, ns, name)
+	if n > 1 {
+		v.violate("evicted-twice/"+ns+"/"+name, "no pod evicted twice", "%s evicted pod %s/%s for the %d time", who, ns, name, n)
+	}
+}
+
+// podDeleted checks a function's direct pod deletion: it skips the
+// Eviction API (and so the PDBs), which only a node past its
+// terminationGracePeriod allows.
+func (v *invariants) podDeleted(who, ns, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p, err := v.w.admin.Core.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil || p.Spec.NodeName == "" {
+		return
+	}
+	if nc, deadline := v.claimOfNode(ctx, p.Spec.NodeName); nc == nil || deadline.IsZero() || v.w.now().Before(deadline) {
+		v.violate("deleted/"+ns+"/"+name, "no eviction that violates a PDB",
+			"%s deleted pod %s/%s on node %s without the Eviction API before its NodeClaim's terminationGracePeriod ran out (deadline %v)", who, ns, name, p.Spec.NodeName, deadline)
+	}
+	v.note("%s deleted pod %s/%s (past the grace period)", who, ns, name)
+}
+
+// terminating checks, before a function's TerminateInstances, that the
+// instance's node holds no pod that must still be evicted.
+func (v *invariants) terminating(who, id string) {
+	i, ok := v.w.emu.Instance(id)
+	v.note("%s terminates %s (%s, node %q)", who, id, i.State, i.NodeName)
+	if !ok || i.NodeName == "" || (i.State != emulator.StateRunning && i.State != emulator.StatePending) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := v.w.admin.Core.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + i.NodeName})
+	if err != nil {
+		return
+	}
+	var undrained []string
+	for _, p := range l.Items {
+		if p.DeletionTimestamp != nil || podutil.IsTerminal(&p) || podutil.IsOwnedByDaemonSet(&p) || podutil.IsOwnedByNode(&p) {
+			continue
+		}
+		undrained = append(undrained, p.Namespace+"/"+p.Name)
+	}
+	if len(undrained) == 0 {
+		return
+	}
+	if _, deadline := v.claimOfNode(ctx, i.NodeName); !deadline.IsZero() && !v.w.now().Before(deadline) {
+		return
+	}
+	v.violate("terminated/"+id, "no instance terminated under a running pod that was neither evicted nor past its terminationGracePeriod",
+		"%s terminated %s while node %s still ran %v", who, id, i.NodeName, undrained)
+}
+
+// claimOfNode finds the NodeClaim of a node and when its grace period
+// runs out (zero: no deadline).
+func (v *invariants) claimOfNode(ctx context.Context, node string) (*karpv1.NodeClaim, time.Time) {
+	l, err := v.w.admin.NodeClaims.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, time.Time{}
+	}
+	for i := range l.Items {
+		nc := &l.Items[i]
+		if nc.Status.NodeName != node {
+			continue
+		}
+		if s, ok := nc.Annotations[wellknown.NodeClaimTerminationTimestampAnnotation]; ok {
+			if t, err := time.Parse(time.RFC3339, s); err == nil {
+				return nc, t
+			}
+		}
+		if nc.DeletionTimestamp != nil && nc.Spec.TerminationGracePeriod != nil {
+			return nc, nc.DeletionTimestamp.Add(nc.Spec.TerminationGracePeriod.Duration)
+		}
+		return nc, time.Time{}
+	}
+	return nil, time.Time{}
+}
+
+// check looks at the whole world: instances and claims, pods, budgets.
+func (v *invariants) check(ctx context.Context) {
+	now := v.w.now()
+	claims, err := v.w.admin.NodeClaims.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	byInstance, byName := map[string]*karpv1.NodeClaim{}, map[string]*karpv1.NodeClaim{}
+	for i := range claims.Items {
+		nc := &claims.Items[i]
+		byName[nc.Name] = nc
+		if id := wellknown.InstanceIDFromProviderID(nc.Status.ProviderID); id != "" {
+			byInstance[id] = nc
+		}
+	}
+	// Instances: each live one has a claim (after the grace), and no claim
+	// has two.
+	perClaim := map[string][]string{}
+	live := map[string]bool{}
+	for _, i := range v.w.emu.Instances(func(i emulator.Instance) bool {
+		return i.State == emulator.StatePending || i.State == emulator.StateRunning
+	}) {
+		live[i.ID] = true
+		name := i.Tags[wellknown.NodeClaimTagKey]
+		perClaim[name] = append(perClaim[name], i.ID)
+		if byInstance[i.ID] != nil || byName[name] != nil {
+			delete(v.orphans, i.ID)
+			continue
+		}
+		first, seen := v.orphans[i.ID]
+		if !seen {
+			v.orphans[i.ID] = now
+			continue
+		}
+		if now.Sub(first) > orphanGrace {
+			v.violate("orphan/"+i.ID, "no instance without a NodeClaim after the GC grace",
+				"instance %s (%s, tagged nodeclaim %q) has had no NodeClaim for %s", i.ID, i.InstanceType, name, now.Sub(first).Round(time.Second))
+		}
+	}
+	for id := range v.orphans {
+		if !live[id] {
+			delete(v.orphans, id)
+		}
+	}
+	for name, ids := range perClaim {
+		if name != "" && len(ids) > 1 {
+			sort.Strings(ids)
+			v.violate("double/"+name, "never two instances for one NodeClaim", "nodeclaim %s has instances %v", name, ids)
+		}
+	}
+	// Claims launch within three ticks.
+	for _, nc := range byName {
+		if nc.DeletionTimestamp == nil && !nc.IsTrue(karpv1.ConditionTypeLaunched) && now.Sub(nc.CreationTimestamp.Time) > unlaunchedLimit {
+			v.violate("unlaunched/"+nc.Name, "no NodeClaim left unlaunched longer than 3 ticks while an offering is available",
+				"nodeclaim %s unlaunched for %s (attempt %q)", nc.Name, now.Sub(nc.CreationTimestamp.Time).Round(time.Second), nc.Annotations["karpless.dev/launch-attempt"])
+		}
+	}
+	// Pods run within five minutes.
+	v.mu.Lock()
+	since := v.lastChange
+	v.mu.Unlock()
+	for _, p := range v.w.pods(ctx) {
+		if p.DeletionTimestamp != nil || podutil.IsTerminal(&p) || p.Status.Phase == corev1.PodRunning {
+			continue
+		}
+		from := p.CreationTimestamp.Time
+		if since.After(from) {
+			from = since
+		}
+		if age := now.Sub(p.CreationTimestamp.Time); now.Sub(from) > pendingLimit {
+			where := "unbound"
+			if p.Spec.NodeName != "" {
+				where = "bound to " + p.Spec.NodeName
+			}
+			v.violate("pending/"+p.Name, "every pod Running within 5 virtual minutes",
+				"pod %s %s, not running after %s: %s", p.Name, where, age.Round(time.Second), podReason(&p))
+		}
+	}
+	v.checkBudgets(claims.Items)
+}
+
+func podReason(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return c.Message
+		}
+	}
+	return string(p.Status.Phase)
+}
+
+// checkBudgets: when a disruption command starts executing, the nodes its
+// pools have disrupting, counted as Karpenter counts them, fit the pools'
+// budgets.
+func (v *invariants) checkBudgets(claims []karpv1.NodeClaim) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	fresh := map[string]*disruption.Record{}
+	for i := range claims {
+		r, err := disruption.DecodeRecord(claims[i].Annotations[disruption.CommandAnnotation])
+		if err != nil || r.Phase != disruption.Executing || v.commands[r.ID] {
+			continue
+		}
+		fresh[r.ID] = r
+	}
+	if len(fresh) == 0 {
+		return
+	}
+	pools, err := v.w.admin.NodePools.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	nodeList, err := v.w.admin.Core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	// notReadySince is when each node stopped being Ready (absent: Ready).
+	notReadySince := map[string]time.Time{}
+	for _, n := range nodeList.Items {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+				notReadySince[n.Name] = c.LastTransitionTime.Time
+			}
+		}
+	}
+	for id, r := range fresh {
+		v.commands[id] = true
+		v.note("disruption command %s executing: %s %s of %v -> %v", id, r.Method, r.Decision, r.Candidates, r.Replacements)
+		// A command answers to the budgets of its candidates' pools only
+		// (a claim gone already leaves its pool unchecked).
+		ofCommand := map[string]bool{}
+		for i := range claims {
+			if slices.Contains(r.Candidates, claims[i].Name) {
+				ofCommand[claims[i].Labels[wellknown.NodePoolLabel]] = true
+			}
+		}
+		for _, np := range pools.Items {
+			if !ofCommand[np.Name] {
+				continue
+			}
+			// Karpenter's count (BuildDisruptionBudgetMapping): initialized
+			// nodes whose instance is not terminating yet; disrupting are
+			// those NotReady, deleting or in an executing command. A
+			// deletion (or a node going NotReady) after this command
+			// started is not this decision's doing.
+			total, disrupting := 0, 0
+			for i := range claims {
+				nc := &claims[i]
+				if nc.Labels[wellknown.NodePoolLabel] != np.Name || !nc.IsTrue(karpv1.ConditionTypeInitialized) || nc.IsTrue(karpv1.ConditionTypeInstanceTerminating) {
+					continue
+				}
+				total++
+				// Times are whole seconds: something in the command's own
+				// second is given the benefit of the doubt.
+				rec, err := disruption.DecodeRecord(nc.Annotations[disruption.CommandAnnotation])
+				executing := err == nil && rec.Phase == disruption.Executing && rec.StartedAt != nil && r.StartedAt != nil &&
+					(rec.ID == r.ID || rec.StartedAt.Before(*r.StartedAt))
+				deletedBefore := nc.DeletionTimestamp != nil && r.StartedAt != nil && nc.DeletionTimestamp.Time.Before(*r.StartedAt)
+				since, notReady := notReadySince[nc.Status.NodeName]
+				notReadyBefore := notReady && r.StartedAt != nil && since.Before(*r.StartedAt)
+				if executing || deletedBefore || notReadyBefore {
+					disrupting++
+				}
+			}
+			if allowed := budgetCeiling(&np, total, r.Reason); disrupting > allowed {
+				v.violate("budget/"+id+"/"+np.Name, "disruption budgets never exceeded",
+					"command %s (%s) started with %d of nodepool %s's %d nodes disrupting; its budgets allow %d", id, r.Reason, disrupting, np.Name, total, allowed)
+			}
+		}
+	}
+}
+
+// budgetCeiling is the most nodes a pool's budgets let disrupt at once for
+// reason: the smallest active budget, percentages rounded up (a bound at
+// least as loose as Karpenter's rounding, so the check never blames a
+// correct decision). Schedules are not used by the soak.
+func budgetCeiling(np *karpv1.NodePool, total int, reason karpv1.DisruptionReason) int {
+	allowed := math.MaxInt
+	for _, b := range np.Spec.Disruption.Budgets {
+		if len(b.Reasons) > 0 && !slices.Contains(b.Reasons, reason) {
+			continue
+		}
+		n := 0
+		if pct, ok := strings.CutSuffix(b.Nodes, "%"); ok {
+			p, _ := strconv.Atoi(pct)
+			n = int(math.Ceil(float64(total) * float64(p) / 100))
+		} else {
+			n, _ = strconv.Atoi(b.Nodes)
+		}
+		allowed = min(allowed, n)
+	}
+	return allowed
+}

@@ -1,0 +1,181 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/karpless/karpless/shared/core/planning"
+	"github.com/karpless/karpless/shared/core/podutil"
+	"github.com/karpless/karpless/shared/core/scheduling"
+	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/function/config"
+	"github.com/karpless/karpless/shared/kube/snapshot"
+	"github.com/karpless/karpless/shared/local/deploy"
+	"github.com/karpless/karpless/shared/local/emulator"
+	"github.com/karpless/karpless/shared/local/whatif"
+)
+
+// quiescence checks the world at rest: nothing leaked, and the cluster
+// costs at most costTolerance more than a fresh simulation of its pods
+// (consolidation converged instead of stopping half-way or looping).
+func (r *runner) quiescence(ctx context.Context) {
+	w := r.w
+	w.inv.check(ctx)
+	leaks, err := w.emu.Leaks(ctx, w.admin)
+	if err == nil {
+		for _, i := range leaks {
+			w.inv.violate("leak/"+i.ID, "no instance without a NodeClaim after the GC grace", "instance %s (%s, tags %v) leaked at quiescence", i.ID, i.InstanceType, i.Tags)
+		}
+	}
+	actual, nodes := 0.0, 0
+	var have []string
+	for _, i := range w.emu.Instances(func(i emulator.Instance) bool { return i.State == emulator.StateRunning }) {
+		nodes++
+		price := r.price(wellknown.ProviderID(i.Zone, i.ID))
+		actual += price
+		have = append(have, fmt.Sprintf("%s/%s/%s $%.4f", i.InstanceType, i.CapacityType, i.Zone, price))
+	}
+	fresh, pods, why, want, err := r.freshCost(ctx)
+	if err != nil {
+		r.summary = fmt.Sprintf("nodes=%d pods=%d cost-per-hour=%.3f (fresh simulation failed: %v)", nodes, pods, actual, err)
+		w.inv.violate("fresh", "at quiescence the $/h is within 10% of a fresh simulation", "the fresh simulation could not run: %v", err)
+		return
+	}
+	r.summary = fmt.Sprintf("nodes=%d pods=%d cost-per-hour=%.3f fresh-simulation=%.3f", nodes, pods, actual, fresh)
+	w.inv.note("at rest: %s", r.summary)
+	if why != "" {
+		w.inv.violate("fresh-unschedulable", "at quiescence the $/h is within 10% of a fresh simulation", "a fresh simulation cannot place every pod: %s", why)
+	}
+	if actual > fresh*(1+costTolerance) {
+		r.saveSnapshot(ctx, "quiescence.json.gz")
+		w.inv.violate("cost", "at quiescence the $/h is within 10% of a fresh simulation",
+			"the cluster costs $%.4f/h, a fresh simulation of its %d pods $%.4f/h (+%.0f%%); nodes %v; fresh %v", actual, pods, fresh, 100*(actual/fresh-1), have, want)
+	}
+}
+
+// freshCost simulates scheduling every workload pod as if the cluster were
+// empty, with the functions' own instance types, prices and simulator, and
+// returns the $/h of the NodeClaims it opens.
+func (r *runner) freshCost(ctx context.Context) (price float64, pods int, unschedulable string, claims []string, err error) {
+	w := r.w
+	// Reads only; the world's hostility may fail one, so try a few times.
+	for attempt := 0; attempt < 5; attempt++ {
+		if price, pods, unschedulable, claims, err = r.simulateFresh(ctx); err == nil {
+			return
+		}
+		t := w.clk.NewTimer(time.Second)
+		w.clk.Step(time.Second)
+		<-t.C()
+	}
+	return
+}
+
+func (r *runner) simulateFresh(ctx context.Context) (float64, int, string, []string, error) {
+	w := r.w
+	snap, err := snapshot.Take(ctx, w.admin, w.clk)
+	if err != nil {
+		return 0, 0, "", nil, err
+	}
+	env, err := w.env("provisioner", "fresh-simulation", &deploy.KillSwitch{})
+	if err != nil {
+		return 0, 0, "", nil, err
+	}
+	sess, err := env.Provisioner().NewSession(ctx, snap.NodeClasses)
+	if err != nil {
+		return 0, 0, "", nil, err
+	}
+	// Pods that may not move (do-not-disrupt) keep their nodes, as they
+	// do in the cluster; every other workload pod is placed afresh, on
+	// the room those nodes have left or on new NodeClaims.
+	fixed := map[string]bool{}
+	for _, p := range snap.Pods {
+		if p.Spec.NodeName != "" && p.Annotations[wellknown.DoNotDisruptAnnotation] == "true" && !podutil.IsTerminal(p) {
+			fixed[p.Spec.NodeName] = true
+		}
+	}
+	var pods, pending []*corev1.Pod
+	for _, p := range snap.Pods {
+		if podutil.IsTerminal(p) || p.DeletionTimestamp != nil {
+			continue
+		}
+		if fixed[p.Spec.NodeName] {
+			pods = append(pods, p)
+			continue
+		}
+		if p.Namespace != workloadNamespace || podutil.IsOwnedByDaemonSet(p) {
+			continue
+		}
+		q := p.DeepCopy()
+		q.Spec.NodeName = ""
+		pending = append(pending, q)
+		pods = append(pods, q)
+	}
+	kept := 0.0
+	empty := *snap
+	empty.Nodes, empty.NodeClaims, empty.Pods = nil, nil, pods
+	for _, n := range snap.Nodes {
+		if fixed[n.Name] {
+			empty.Nodes = append(empty.Nodes, n)
+		}
+	}
+	for _, nc := range snap.NodeClaims {
+		if fixed[nc.Status.NodeName] {
+			empty.NodeClaims = append(empty.NodeClaims, nc)
+			kept += r.price(nc.Status.ProviderID)
+		}
+	}
+	res := scheduling.Solve(planning.SimulationInput(&empty, pending, sess.Classes()), scheduling.Provisioning())
+	total := kept
+	var claims []string
+	if len(fixed) > 0 {
+		claims = append(claims, fmt.Sprintf("%d node(s) kept for do-not-disrupt pods $%.4f", len(fixed), kept))
+	}
+	for _, n := range res.NewNodeClaims {
+		it, o := n.CheapestOffering()
+		total += o.Price
+		claims = append(claims, fmt.Sprintf("%s/%s/%s $%.4f (%d pods)", it.Name, o.CapacityType, o.Zone, o.Price, len(n.Pods)))
+	}
+	why := ""
+	for _, u := range res.Unschedulable {
+		why += fmt.Sprintf("%s: %s; ", u.Pod.Name, u.Reason)
+	}
+	return total, len(pending), why, claims, nil
+}
+
+// price is what the emulator charges for a provider ID's instance.
+func (r *runner) price(providerID string) float64 {
+	i, ok := r.w.emu.Instance(wellknown.InstanceIDFromProviderID(providerID))
+	if !ok {
+		return 0
+	}
+	if i.CapacityType == "spot" {
+		return r.w.emu.SpotPrice(i.InstanceType, i.Zone)
+	}
+	p, _ := r.w.emu.OnDemandPrice(i.InstanceType)
+	return p
+}
+
+// saveSnapshot writes what the functions see as a `karpless snapshot` file
+// in the seed's folder, for `karpless simulate --snapshot` to explain.
+func (r *runner) saveSnapshot(ctx context.Context, name string) {
+	w := r.w
+	f, err := whatif.Read(ctx, w.admin, config.DefaultNamespace, fmt.Sprintf("soak seed %d", w.seed))
+	if err != nil {
+		w.inv.note("saving a snapshot: %v", err)
+		return
+	}
+	f.TakenAt = w.now()
+	out, err := os.Create(filepath.Join(w.dir, name))
+	if err != nil {
+		return
+	}
+	defer out.Close()
+	if err := f.Write(out, true); err == nil {
+		w.inv.note("snapshot saved as %s", filepath.Join(w.dir, name))
+	}
+}

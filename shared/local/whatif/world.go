@@ -1,0 +1,256 @@
+package whatif
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
+	"github.com/karpless/karpless/shared/aws/nodeclass"
+	"github.com/karpless/karpless/shared/aws/pricing"
+	"github.com/karpless/karpless/shared/core/catalog"
+	"github.com/karpless/karpless/shared/core/cluster"
+	"github.com/karpless/karpless/shared/core/instancetype"
+	"github.com/karpless/karpless/shared/core/planning"
+	"github.com/karpless/karpless/shared/core/scheduling"
+)
+
+// Market is what the functions know about prices and availability: the
+// pricing book and the unavailable-offerings marks they keep in the
+// cluster's ConfigMaps.
+type Market struct {
+	// Book is the content of the karpless-pricing ConfigMap; nil when it is
+	// absent, empty or unreadable.
+	Book *pricing.Book `json:"book,omitempty"`
+	// Unavailable are the marks of the karpless-unavailable-offerings
+	// ConfigMap: offerings that recently failed for lack of capacity.
+	Unavailable []Mark `json:"unavailableOfferings,omitempty"`
+	// Notes say what could not be read and why (a missing ConfigMap, no
+	// permission), for the reports.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Mark is one offering out of use until a time.
+type Mark struct {
+	CapacityType string    `json:"capacityType"`
+	InstanceType string    `json:"instanceType"`
+	Zone         string    `json:"zone"`
+	Until        time.Time `json:"until"`
+}
+
+// Options are the function settings that change decisions.
+type Options struct {
+	// Now is the time decisions are made at (budgets' schedules,
+	// consolidateAfter, expiry, capacity marks). Zero means time.Now().
+	Now time.Time
+	// ReservedENIs is the functions' RESERVED_ENIS setting.
+	ReservedENIs int
+	// SpotToSpotConsolidation is the functions' feature gate of that name.
+	SpotToSpotConsolidation bool
+	// ConsolidationTimeout bounds the consolidation search of Simulate and
+	// ExplainNodeClaim (0: one minute, as Karpenter's multi-node search).
+	ConsolidationTimeout time.Duration
+}
+
+// Input is everything a question is answered from.
+type Input struct {
+	Cluster *cluster.Snapshot
+	Market  Market
+	// Catalog is the instance-type catalog; nil loads the compiled-in one.
+	Catalog *catalog.Catalog
+	Options Options
+}
+
+// World is an Input prepared once for any number of questions: the
+// launchable instance types of each EC2NodeClass and the simulator's view
+// of the cluster.
+type World struct {
+	snap    *cluster.Snapshot
+	opts    Options
+	now     time.Time
+	classes map[string]*scheduling.NodeClass
+	// pending are the pods a provisioning pass would simulate.
+	pending []*corev1.Pod
+	// sim is planning.SimulationInput(snap, pending, classes).
+	sim *scheduling.Snapshot
+	// notes say where prices came from and what is missing.
+	notes []string
+	book  *pricing.Book
+}
+
+// New prepares a World. It builds every EC2NodeClass's instance types the
+// way the provisioner does, with the book's spot prices and zone offerings
+// and the live capacity marks; without a book, on-demand prices come from
+// the catalog and spot prices are estimated.
+func New(in Input) (*World, error) {
+	if in.Cluster == nil {
+		return nil, fmt.Errorf("whatif: no cluster snapshot")
+	}
+	w := &World{snap: in.Cluster, opts: in.Options, now: in.Options.Now}
+	if w.now.IsZero() {
+		w.now = time.Now()
+	}
+	cat := in.Catalog
+	if cat == nil {
+		var err error
+		if cat, err = catalog.Load(); err != nil {
+			return nil, err
+		}
+	}
+	w.notes = append(w.notes, marketNotes(in.Market, w.now)...)
+	marks := map[string]time.Time{}
+	for _, m := range in.Market.Unavailable {
+		k := m.CapacityType + ":" + m.InstanceType + ":" + m.Zone
+		if m.Until.After(marks[k]) {
+			marks[k] = m.Until
+		}
+	}
+	book := in.Market.Book
+	w.book = book
+	w.classes = map[string]*scheduling.NodeClass{}
+	for _, nc := range in.Cluster.NodeClasses {
+		types, err := w.instanceTypes(cat, nc, book, marks)
+		if err != nil {
+			return nil, err
+		}
+		w.classes[nc.Name] = &scheduling.NodeClass{Name: nc.Name, Ready: nodeclass.IsReady(nc) && nc.DeletionTimestamp == nil, InstanceTypes: types}
+		w.notes = append(w.notes, classNotes(nc, len(types))...)
+	}
+	w.pending = planning.PodsToProvision(in.Cluster)
+	w.sim = planning.SimulationInput(in.Cluster, w.pending, w.classes)
+	return w, nil
+}
+
+// instanceTypes is what the provisioner's pass builds for one class
+// (shared/ticks/provision/pass.go, instanceTypes).
+func (w *World) instanceTypes(cat *catalog.Catalog, nc *awsv1.EC2NodeClass, book *pricing.Book, marks map[string]time.Time) ([]*scheduling.InstanceType, error) {
+	cfg := catalog.NodeConfigFor(nc, nodeclass.Family(nc))
+	cfg.ReservedENIs += int64(w.opts.ReservedENIs)
+	prices := instancetype.Prices{}
+	if book != nil {
+		prices.Spot = book.Spot
+		if len(book.Zones) > 0 {
+			prices.Offered = book.Offered
+		}
+	}
+	unavailable := func(ct, it, zone string) bool {
+		until, ok := marks[ct+":"+it+":"+zone]
+		return ok && w.now.Before(until)
+	}
+	types, err := instancetype.Build(cat, cfg, instancetype.Zones(nc), prices, unavailable)
+	if err != nil {
+		return nil, fmt.Errorf("instance types of ec2nodeclass %s: %w", nc.Name, err)
+	}
+	return instancetype.FilterByAMIs(types, nc.Status.AMIs), nil
+}
+
+// Notes say where the prices came from and what the answers could not
+// know, one sentence each.
+func (w *World) Notes() []string { return slices.Clone(w.notes) }
+
+// Now is the time the answers are for.
+func (w *World) Now() time.Time { return w.now }
+
+func marketNotes(m Market, now time.Time) []string {
+	out := slices.Clone(m.Notes)
+	switch b := m.Book; {
+	case b == nil:
+		out = append(out, "no pricing book (ConfigMap karpless-pricing): on-demand prices are the built-in catalog's, spot prices are estimates (30-45% of on-demand), and every instance type is assumed offered in every zone")
+	default:
+		age := now.Sub(b.UpdatedAt).Round(time.Second)
+		out = append(out, fmt.Sprintf("prices: on-demand from the built-in catalog; spot prices and zone offerings from the pricing book of %s (%s old); types without a spot quote use an estimate",
+			b.UpdatedAt.UTC().Format(time.RFC3339), age))
+	}
+	live := 0
+	for _, mk := range m.Unavailable {
+		if now.Before(mk.Until) {
+			live++
+		}
+	}
+	if live > 0 {
+		out = append(out, fmt.Sprintf("%d offering(s) marked unavailable after recent capacity errors", live))
+	}
+	return out
+}
+
+func classNotes(nc *awsv1.EC2NodeClass, types int) []string {
+	var out []string
+	switch {
+	case nc.DeletionTimestamp != nil:
+		out = append(out, fmt.Sprintf("EC2NodeClass %s is being deleted: its NodePools launch nothing", nc.Name))
+	case !nodeclass.IsReady(nc):
+		out = append(out, fmt.Sprintf("EC2NodeClass %s is not Ready for its generation %d (the provisioner resolves it each tick; see kubectl describe ec2nodeclass %s): its NodePools launch nothing", nc.Name, nc.Generation, nc.Name))
+	case len(instancetype.Zones(nc)) == 0:
+		out = append(out, fmt.Sprintf("EC2NodeClass %s has no resolved subnets: no zone to launch in", nc.Name))
+	case types == 0:
+		out = append(out, fmt.Sprintf("EC2NodeClass %s: no instance type can boot its resolved AMIs", nc.Name))
+	}
+	return out
+}
+
+// Offering is one way an instance runs: type, zone, capacity type, price.
+type Offering struct {
+	InstanceType string  `json:"instanceType"`
+	Zone         string  `json:"zone"`
+	CapacityType string  `json:"capacityType"`
+	PricePerHour float64 `json:"pricePerHour"`
+}
+
+func (o Offering) String() string {
+	return fmt.Sprintf("%s %s in %s at %s", o.InstanceType, o.CapacityType, o.Zone, money(o.PricePerHour))
+}
+
+// launchOffering is the offering a new claim would launch as, nil if none.
+func launchOffering(n *scheduling.NewNodeClaim) *Offering {
+	it, o := n.CheapestOffering()
+	if it == nil {
+		return nil
+	}
+	return &Offering{InstanceType: it.Name, Zone: o.Zone, CapacityType: o.CapacityType, PricePerHour: o.Price}
+}
+
+// ClaimSummary is a NodeClaim provisioning or disruption would create.
+type ClaimSummary struct {
+	NodePool  string `json:"nodePool"`
+	NodeClass string `json:"nodeClass"`
+	// Pods are namespace/name of the pods it is for.
+	Pods []string `json:"pods"`
+	// InstanceTypes are the types it may launch as, cheapest first (the
+	// launch sends the first 60 to CreateFleet).
+	InstanceTypes []string `json:"instanceTypes"`
+	// Launch is the offering the launch would pick, nil if none is available.
+	Launch *Offering `json:"launch,omitempty"`
+}
+
+func summarizeClaim(n *scheduling.NewNodeClaim) ClaimSummary {
+	s := ClaimSummary{NodePool: n.NodePool, NodeClass: n.NodeClass, Launch: launchOffering(n)}
+	for _, p := range n.Pods {
+		s.Pods = append(s.Pods, p.Namespace+"/"+p.Name)
+	}
+	sort.Strings(s.Pods)
+	for _, it := range n.InstanceTypes {
+		s.InstanceTypes = append(s.InstanceTypes, it.Name)
+	}
+	return s
+}
+
+func money(v float64) string { return fmt.Sprintf("$%.4f/h", v) }
+
+// ago renders a duration for people: 3d4h, 2h5m, 4m10s, 12s.
+func ago(d time.Duration) string {
+	if d < 0 {
+		d = -d
+	}
+	switch {
+	case d >= 48*time.Hour:
+		return fmt.Sprintf("%dd%dh", int(d.Hours())/24, int(d.Hours())%24)
+	case d >= time.Hour:
+		return fmt.Sprintf("%dh%dm", int(d.Hours()), int(d.Minutes())%60)
+	case d >= time.Minute:
+		return fmt.Sprintf("%dm%ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%ds", int(d.Seconds()))
+}

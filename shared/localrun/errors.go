@@ -1,5 +1,0 @@
-package localrun
-
-import apierrors "k8s.io/apimachinery/pkg/api/errors"
-
-func isExists(err error) bool { return apierrors.IsAlreadyExists(err) }

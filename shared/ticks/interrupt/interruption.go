@@ -1,0 +1,297 @@
+// Package interrupt acts on EC2 interruption events from the SQS queue:
+// it retires the affected NodeClaims and launches their replacements at once.
+//
+// A batch is handled as one unit of work: every message is parsed (malformed
+// and unknown ones are dropped with a log line), the instances named are
+// mapped to NodeClaims with one list, the actions are taken (each idempotent:
+// a duplicate delivery finds the claim already deleting), then a provisioning
+// pass launches capacity for the displaced pods and the drain starts. Only
+// messages whose action failed are reported back to SQS for redelivery.
+package interrupt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/karpless/karpless/events"
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/aws/unavailable"
+	"github.com/karpless/karpless/shared/core/timing"
+	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/function/record"
+	"github.com/karpless/karpless/shared/kube"
+)
+
+// Provisioner runs a provisioning pass (under the provisioning lease).
+type Provisioner interface {
+	PassWithLease(ctx context.Context, holder string, wait time.Duration) (bool, error)
+}
+
+// Drainer starts draining deleted NodeClaims now rather than at the next
+// disruption tick (the spot warning gives two minutes).
+type Drainer interface {
+	Drain(ctx context.Context) error
+}
+
+// Queue is the SQS call the handler makes itself: the event source mapping
+// receives and deletes messages.
+type Queue interface {
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+}
+
+// Handler handles batches of interruption messages.
+type Handler struct {
+	// Queue and QueueURL, when set, let a failed message come back after
+	// RetryAfter (timing.InterruptionRetryAfter when 0) instead of the visibility timeout.
+	Queue      Queue
+	QueueURL   string
+	RetryAfter time.Duration
+
+	Kube        *kube.Clients
+	Provisioner Provisioner
+	Drainer     Drainer
+	Clock       clock.PassiveClock
+	Log         *slog.Logger
+	Events      *record.Recorder
+	Metrics     *record.Metrics
+	// Namespace and UnavailableTTL locate and size the offerings cache.
+	Namespace      string
+	UnavailableTTL time.Duration
+	// DrainOnRebalance cordons and drains on rebalance recommendations too
+	// (NTH's queue-mode behaviour); Karpenter only records an Event.
+	DrainOnRebalance bool
+	// LeaseWait bounds how long the batch waits for the provisioning lease.
+	LeaseWait time.Duration
+}
+
+var (
+	nodeGVK      = corev1.SchemeGroupVersion.WithKind("Node")
+	nodeClaimGVK = karpv1.SchemeGroupVersion.WithKind("NodeClaim")
+)
+
+// Result is what a batch did, for tests and logs.
+type Result struct {
+	Response  lambdaevents.SQSEventResponse
+	Acted     []string // NodeClaims deleted
+	Dropped   int      // malformed or unknown messages
+	Replaced  bool     // a provisioning pass ran
+	TaintedAt time.Time
+}
+
+type parsed struct {
+	id  string
+	msg events.Message
+}
+
+// Handle processes one SQS batch. holder identifies the invocation.
+func (h *Handler) Handle(ctx context.Context, batch lambdaevents.SQSEvent, holder string) (Result, error) {
+	var res Result
+	var work []parsed
+	for _, rec := range batch.Records {
+		msg, err := events.Parse([]byte(rec.Body))
+		if err != nil {
+			// Retrying cannot fix a malformed body: drop it, loudly.
+			h.Log.Warn("dropping malformed interruption message", "message_id", rec.MessageId, "error", err)
+			h.Metrics.Count("karpenter_interruption_received_messages_total", 1, map[string]string{"message_type": "malformed"})
+			res.Dropped++
+			continue
+		}
+		h.Metrics.Count("karpenter_interruption_received_messages_total", 1, map[string]string{"message_type": msg.MessageType()})
+		if !msg.Time.IsZero() {
+			h.Metrics.Observe("karpenter_interruption_message_queue_duration_seconds", "Seconds", h.Clock.Since(msg.Time).Seconds(), nil)
+		}
+		if msg.Action() == events.Ignore {
+			h.Log.Info("ignoring interruption message", "message_id", rec.MessageId, "kind", msg.Kind, "detail_type", msg.DetailType)
+			res.Dropped++
+			continue
+		}
+		work = append(work, parsed{id: rec.MessageId, msg: msg})
+	}
+	if len(work) == 0 {
+		return res, nil
+	}
+	claims, err := h.claimsByInstance(ctx)
+	if err != nil {
+		// Nothing was done: the whole batch comes back.
+		for _, w := range work {
+			res.Response.BatchItemFailures = append(res.Response.BatchItemFailures, lambdaevents.SQSBatchItemFailure{ItemIdentifier: w.id})
+		}
+		h.retrySoon(ctx, batch, res.Response.BatchItemFailures)
+		return res, err
+	}
+	offerings, err := unavailable.Load(ctx, h.Kube.Core.CoreV1(), h.Namespace, h.UnavailableTTL, h.Clock)
+	if err != nil {
+		offerings = nil
+		h.Log.Warn("reading unavailable offerings", "error", err)
+	}
+	var errs []error
+	retiring := 0
+	for _, w := range work {
+		acted, already, err := h.act(ctx, w.msg, claims, offerings)
+		res.Acted = append(res.Acted, acted...)
+		retiring += already
+		if err != nil {
+			errs = append(errs, fmt.Errorf("message %s: %w", w.id, err))
+			res.Response.BatchItemFailures = append(res.Response.BatchItemFailures, lambdaevents.SQSBatchItemFailure{ItemIdentifier: w.id})
+		}
+	}
+	if len(res.Acted) > 0 {
+		res.TaintedAt = h.Clock.Now()
+	}
+	h.retrySoon(ctx, batch, res.Response.BatchItemFailures)
+	if offerings != nil {
+		if err := offerings.Save(ctx); err != nil {
+			h.Log.Warn("saving unavailable offerings", "error", err)
+		}
+	}
+	if len(res.Acted) > 0 || retiring > 0 {
+		// Capacity for the displaced pods now, not at the next tick. The
+		// deletions above are durable, so a failure here is only logged:
+		// the provisioner's next pass launches what is missing. A claim
+		// already retiring (a message delivered again after an invocation
+		// died between the deletion and this point) gets the same: the
+		// pass and the drain are idempotent, and the two-minute warning
+		// cannot wait for the next tick.
+		if h.Provisioner != nil {
+			ok, err := h.Provisioner.PassWithLease(ctx, holder, h.LeaseWait)
+			res.Replaced = ok
+			if err != nil {
+				h.Log.Warn("provisioning replacements", "error", err)
+			}
+		}
+		if h.Drainer != nil {
+			if err := h.Drainer.Drain(ctx); err != nil {
+				h.Log.Warn("starting drains", "error", err)
+			}
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// retrySoon makes failed messages visible again after RetryAfter. A failure
+// here only delays the retry to the visibility timeout, so it is logged.
+func (h *Handler) retrySoon(ctx context.Context, batch lambdaevents.SQSEvent, failed []lambdaevents.SQSBatchItemFailure) {
+	if h.Queue == nil || h.QueueURL == "" || len(failed) == 0 {
+		return
+	}
+	after := h.RetryAfter
+	if after <= 0 {
+		after = timing.InterruptionRetryAfter
+	}
+	handles := map[string]string{}
+	for _, r := range batch.Records {
+		handles[r.MessageId] = r.ReceiptHandle
+	}
+	for _, f := range failed {
+		rh := handles[f.ItemIdentifier]
+		if rh == "" {
+			continue
+		}
+		_, err := h.Queue.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+			QueueUrl: aws.String(h.QueueURL), ReceiptHandle: aws.String(rh), VisibilityTimeout: int32(after / time.Second),
+		})
+		if err != nil {
+			h.Log.Warn("making a failed message visible early; it comes back after the visibility timeout", "message_id", f.ItemIdentifier, "error", err)
+		}
+	}
+}
+
+// claimsByInstance lists NodeClaims once for the whole batch.
+func (h *Handler) claimsByInstance(ctx context.Context) (map[string]*karpv1.NodeClaim, error) {
+	claims, err := kube.AllNodeClaims(ctx, h.Kube)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*karpv1.NodeClaim{}
+	for _, nc := range claims {
+		if id := wellknown.InstanceIDFromProviderID(nc.Status.ProviderID); id != "" {
+			out[id] = nc
+		}
+	}
+	return out, nil
+}
+
+// act takes the message's action on each instance it names. It returns the
+// claims it deleted and how many it found retiring already.
+func (h *Handler) act(ctx context.Context, msg events.Message, claims map[string]*karpv1.NodeClaim, offerings *unavailable.Cache) ([]string, int, error) {
+	var acted []string
+	var errs []error
+	retiring := 0
+	for _, id := range msg.InstanceIDs {
+		nc := claims[id]
+		if nc == nil {
+			// Not ours (another node group, or already gone): nothing to do.
+			h.Log.Info("interruption for an instance with no NodeClaim", "instance", id, "kind", msg.Kind)
+			continue
+		}
+		obj := record.ObjectOf(nodeClaimGVK, nc)
+		if reason := msg.Reason(); reason != "" {
+			h.Events.Warning(obj, reason, "%s for instance %s", msg.DetailType, id)
+		}
+		drain := msg.Action() == events.CordonAndDrain || (msg.Kind == events.KindRebalanceRecommendation && h.DrainOnRebalance)
+		if !drain {
+			continue
+		}
+		if msg.Kind == events.KindSpotInterruption && offerings != nil {
+			offerings.Mark(wellknown.CapacityTypeSpot, nc.Labels[wellknown.InstanceTypeLabel], nc.Labels[wellknown.ZoneLabel], "SpotInterruption")
+		}
+		if err := h.cordon(ctx, nc); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if nc.DeletionTimestamp != nil {
+			retiring++ // delivered again: already retiring
+			continue
+		}
+		if !msg.Deadline.IsZero() {
+			// The instance is gone at the deadline: pods must be off it by then.
+			deadline := msg.Deadline.UTC().Format(time.RFC3339)
+			if err := h.Kube.AnnotateNodeClaim(ctx, nc, map[string]*string{wellknown.NodeClaimTerminationTimestampAnnotation: &deadline}); err != nil && !kube.IsGone(err) {
+				errs = append(errs, fmt.Errorf("recording the interruption deadline: %w", err))
+				continue
+			}
+		}
+		if err := h.Kube.DeleteNodeClaim(ctx, nc); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		now := metav1.NewTime(h.Clock.Now())
+		nc.DeletionTimestamp = &now
+		acted = append(acted, nc.Name)
+		h.Events.Normal(obj, "TerminatingOnInterruption", "Interruption triggered termination for the NodeClaim")
+		h.Metrics.Count("karpenter_nodeclaims_disrupted_total", 1, map[string]string{
+			"reason": msg.MessageType(), "nodepool": nc.Labels[wellknown.NodePoolLabel], "capacity_type": nc.Labels[wellknown.CapacityTypeLabel],
+		})
+		h.Log.Info("retiring interrupted nodeclaim", "nodeclaim", nc.Name, "instance", id, "kind", msg.Kind, "deadline", msg.Deadline)
+	}
+	return acted, retiring, errors.Join(errs...)
+}
+
+// cordon taints the claim's node karpenter.sh/disrupted:NoSchedule at once,
+// so nothing new lands there while the replacement comes up.
+func (h *Handler) cordon(ctx context.Context, nc *karpv1.NodeClaim) error {
+	if nc.Status.NodeName == "" {
+		return nil
+	}
+	node, added, err := h.Kube.TaintDisrupted(ctx, nc.Status.NodeName, h.Clock.Now())
+	if kube.IsGone(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cordoning: %w", err)
+	}
+	if added {
+		h.Events.Normal(record.ObjectOf(nodeGVK, node), "TerminatingOnInterruption", "Interruption triggered termination for the Node")
+	}
+	return nil
+}

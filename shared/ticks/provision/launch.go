@@ -1,0 +1,450 @@
+package provision
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/aws/awserr"
+	"github.com/karpless/karpless/shared/aws/instance"
+	"github.com/karpless/karpless/shared/aws/nodeclass"
+	"github.com/karpless/karpless/shared/aws/unavailable"
+	"github.com/karpless/karpless/shared/core/scheduling"
+	"github.com/karpless/karpless/shared/core/timing"
+	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/function/record"
+	"github.com/karpless/karpless/shared/kube/eksauth"
+)
+
+// LaunchAttemptAnnotation counts definitive launch failures of a NodeClaim;
+// it is part of the CreateFleet ClientToken, and is written before the next
+// CreateFleet so that a retried call repeats the same token.
+const LaunchAttemptAnnotation = "karpless.dev/launch-attempt"
+
+// maxAttemptsPerCall bounds capacity retries within one launch call; later
+// ticks continue from the recorded attempt.
+const maxAttemptsPerCall = 3
+
+var nodeClaimGVK = karpv1.SchemeGroupVersion.WithKind("NodeClaim")
+
+// launcher launches NodeClaims with the pass's view of node classes,
+// instance types and unavailable offerings.
+type launcher struct {
+	p       *Provisioner
+	classes map[string]*classView
+	ice     *unavailable.Cache
+	cluster func(ctx context.Context) (eksauth.ClusterInfo, error)
+	// guard, when set, is called before every CreateFleet and fails when
+	// this invocation no longer holds the provisioning lease.
+	guard func(context.Context) error
+	// launched counts successful launches in this pass (launches run in
+	// parallel).
+	launched atomic.Int64
+}
+
+type classView struct {
+	nc    *awsv1.EC2NodeClass
+	types []*scheduling.InstanceType
+}
+
+// Launch starts the claim's instance, or adopts one a previous tick started.
+// It returns the updated claim, or nil when the claim cannot launch now (its
+// node class is not ready, or an earlier launch is still to be seen) or was
+// retired for lack of capacity.
+//
+// Each CreateFleet uses the ClientToken of the claim's current attempt. The
+// attempt advances (and is written on the claim before the next call) after
+// every answer that launched nothing, since EC2 replays that answer to any
+// retry with the same token; it does not advance when no answer came (the
+// call may have been applied, and the same token then returns its result).
+func (l *launcher) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	existing, err := l.p.Instances.ForNodeClaim(ctx, nc.Name)
+	if err != nil {
+		return nil, err
+	}
+	if len(existing) > 0 {
+		// A tick died between CreateFleet and recording its result.
+		keep := existing[0]
+		if len(existing) > 1 {
+			var extra []string
+			for _, i := range existing[1:] {
+				extra = append(extra, i.ID)
+			}
+			if err := l.p.Instances.Terminate(ctx, extra...); err != nil {
+				return nil, err
+			}
+		}
+		l.p.Log.Info("adopting instance launched by an earlier tick", "nodeclaim", nc.Name, "instance", keep.ID)
+		return l.record(ctx, nc, &keep)
+	}
+	if nc.Spec.NodeClassRef == nil {
+		return nil, errors.New("nodeclaim has no nodeClassRef")
+	}
+	view := l.classes[nc.Spec.NodeClassRef.Name]
+	if view == nil {
+		l.p.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "NodeClassNotReady", "EC2NodeClass %s not found", nc.Spec.NodeClassRef.Name)
+		return nil, nil
+	}
+	if !nodeclass.IsReady(view.nc) {
+		l.p.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "NodeClassNotReady", "EC2NodeClass %s is not ready", view.nc.Name)
+		return nil, nil
+	}
+	attempt, _ := strconv.Atoi(nc.Annotations[LaunchAttemptAnnotation])
+	for range maxAttemptsPerCall {
+		capacityType, offerings, types := l.offerings(nc, view)
+		if len(offerings) == 0 {
+			return nil, l.retire(ctx, nc, "no offering of its instance types is available (all marked unavailable or filtered out)")
+		}
+		info, err := l.cluster(ctx)
+		if err != nil {
+			return nil, err
+		}
+		templates, err := l.p.Templates.Ensure(ctx, TemplateRequest{
+			NodeClass: view.nc, NodeClaim: nc, InstanceTypes: types, CapacityType: capacityType, Cluster: info,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("ensuring launch templates: %w", err)
+		}
+		if err := l.hold(ctx); err != nil {
+			return nil, err
+		}
+		res, err := l.p.Instances.Create(ctx, instance.Request{
+			NodeClaimName: nc.Name, NodeClaimUID: string(nc.UID), Attempt: attempt,
+			CapacityType: capacityType, Offerings: offerings, LaunchTemplates: templates,
+			Subnets: subnetsByZone(view.nc), Tags: l.instanceTags(nc, view.nc),
+			Context: deref(view.nc.Spec.Context),
+		})
+		l.markUnavailable(nc, capacityType, res.Errors)
+		switch {
+		case err == nil:
+			l.launched.Add(1)
+			return l.record(ctx, nc, res.Instance)
+		case errors.Is(err, instance.ErrAlreadyRequested):
+			// ForNodeClaim above listed no instance of the claim.
+			spent, err := l.tokenSpent(ctx, nc, attempt)
+			if err != nil || !spent {
+				return nil, err
+			}
+			attempt++
+			if err := l.setAttempt(ctx, nc, attempt); err != nil {
+				return nil, err
+			}
+			continue
+		case awserr.Code(err) == "InvalidLaunchTemplateName.NotFoundException":
+			// Garbage collection removed a template Ensure had just found, or
+			// EC2 does not list a new one yet: ensure again (a top-level 400
+			// records nothing for this token).
+			l.p.Log.Info("launch template not found; ensuring it again", "nodeclaim", nc.Name)
+			continue
+		case errors.Is(err, instance.ErrNothingLaunched):
+			attempt++
+			if err := l.setAttempt(ctx, nc, attempt); err != nil {
+				return nil, err
+			}
+			if errors.Is(err, instance.ErrNoCapacity) {
+				l.p.Log.Info("no capacity for the offerings tried; retrying with the rest", "nodeclaim", nc.Name, "attempt", attempt, "capacity_type", capacityType, "offerings_tried", len(res.Errors), "codes", fleetCodes(res.Errors))
+				continue
+			}
+			// Not a capacity error (an instance profile IAM does not know
+			// yet, an AMI not found...): the same offerings would fail again
+			// now, so the next pass tries with the next token.
+			return nil, err
+		default:
+			// No answer: the call may have been applied; the next try keeps
+			// this token so EC2 returns what it did.
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
+// fleetCodes counts EC2's per-override error codes, for the log.
+func fleetCodes(errs []instance.FleetError) map[string]int {
+	out := map[string]int{}
+	for _, e := range errs {
+		out[e.Code]++
+	}
+	return out
+}
+
+// maxParallelLaunches bounds the CreateFleet calls one pass has in flight:
+// launching a burst of claims one after the other would make the pass long
+// (each call takes about a second on EC2), and Karpenter launches in
+// parallel too.
+const maxParallelLaunches = 8
+
+// launchAll launches claims in parallel, at most maxParallelLaunches at a
+// time, and returns what failed.
+func (l *launcher) launchAll(ctx context.Context, claims []*karpv1.NodeClaim) error {
+	errs := make([]error, len(claims))
+	sem := make(chan struct{}, maxParallelLaunches)
+	var wg sync.WaitGroup
+	for i, claim := range claims {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if _, err := l.Launch(ctx, claim); err != nil {
+				errs[i] = fmt.Errorf("nodeclaim %s: %w", claim.Name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// hold checks, before a launch, that this invocation may still act (the
+// provisioning lease is held); nil hold means the caller holds no lease.
+func (l *launcher) hold(ctx context.Context) error {
+	if l.guard == nil {
+		return nil
+	}
+	if err := l.guard(ctx); err != nil {
+		return fmt.Errorf("before launching: %w", err)
+	}
+	return nil
+}
+
+// markUnavailable records the capacity errors of a fleet answer.
+func (l *launcher) markUnavailable(nc *karpv1.NodeClaim, capacityType string, errs []instance.FleetError) {
+	slr := false
+	for _, e := range errs {
+		switch {
+		case capacityType == wellknown.CapacityTypeSpot && awserr.IsSpotServiceLinkedRoleMissing(e.Code):
+			slr = true
+		case e.InstanceType != "" && e.Zone != "" && awserr.IsCapacityCode(e.Code):
+			l.ice.Mark(capacityType, e.InstanceType, e.Zone, e.Code)
+		default:
+			continue
+		}
+		l.p.Metrics.Count("karpenter_cloudprovider_instance_launch_failures_total", 1, map[string]string{"zone": e.Zone, "capacity_type": capacityType, "reason": e.Code})
+	}
+	if slr {
+		// No spot launch can succeed until someone creates the role: take
+		// spot out everywhere so on-demand is tried at once (as Karpenter).
+		l.ice.MarkCapacityType(wellknown.CapacityTypeSpot, awserr.SpotServiceLinkedRoleMissing)
+		l.p.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "SpotServiceLinkedRoleCreationFailure",
+			"Attempted to launch a spot instance but failed due to %q", awserr.SpotServiceLinkedRoleMissing)
+	}
+}
+
+// LaunchUnresolvedAnnotation records when a launch first met a ClientToken
+// EC2 had already used (IdempotentParameterMismatch) without an instance of
+// the claim to show for it: "<attempt>/<RFC 3339 time>".
+const LaunchUnresolvedAnnotation = "karpless.dev/launch-token-unresolved"
+
+// tokenSpent decides, after EC2 said this attempt's token was already used
+// and no instance of the claim is listed, whether that earlier call
+// launched nothing (spent: launch with the next token) or its instance is
+// not listed yet (wait). EC2 answers DescribeFleets for instant fleets only
+// by fleet id, which a lost answer never told us, so the evidence is the
+// claim's tag: an instance is never launched a second time on a guess,
+// only once none has shown up for timing.TokenPatience.
+func (l *launcher) tokenSpent(ctx context.Context, nc *karpv1.NodeClaim, attempt int) (bool, error) {
+	since, ok := unresolvedSince(nc, attempt)
+	if !ok {
+		v := fmt.Sprintf("%d/%s", attempt, l.p.Clock.Now().UTC().Format(time.RFC3339))
+		if err := l.p.Kube.AnnotateNodeClaim(ctx, nc, map[string]*string{LaunchUnresolvedAnnotation: &v}); err != nil {
+			return false, fmt.Errorf("recording an unresolved launch: %w", err)
+		}
+		l.p.Log.Info("EC2 has used this launch token; waiting for its instance to be listed", "nodeclaim", nc.Name, "attempt", attempt)
+		return false, nil
+	}
+	if l.p.Clock.Since(since) < timing.TokenPatience {
+		return false, nil
+	}
+	l.p.Log.Warn("no instance of an earlier launch appeared; trying the next token", "nodeclaim", nc.Name, "attempt", attempt, "since", since)
+	return true, nil
+}
+
+func unresolvedSince(nc *karpv1.NodeClaim, attempt int) (time.Time, bool) {
+	a, t, ok := strings.Cut(nc.Annotations[LaunchUnresolvedAnnotation], "/")
+	if !ok || a != strconv.Itoa(attempt) {
+		return time.Time{}, false
+	}
+	since, err := time.Parse(time.RFC3339, t)
+	return since, err == nil
+}
+
+// offerings picks the capacity type and the offerings to request, cheapest
+// first: spot when the claim allows it and any spot offering is available,
+// otherwise on-demand; spot offerings dearer than the cheapest on-demand one
+// are dropped, as Karpenter does.
+func (l *launcher) offerings(nc *karpv1.NodeClaim, view *classView) (string, []instance.Offering, []*scheduling.InstanceType) {
+	reqs := scheduling.RequirementsFromNodePool(nc.Spec.Requirements)
+	allowedType := reqs.Get(wellknown.InstanceTypeLabel)
+	zones, cts := reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)
+	byCT := map[string][]instance.Offering{}
+	typeOf := map[string]*scheduling.InstanceType{}
+	for _, it := range view.types {
+		if !allowedType.Matches(it.Name, true) {
+			continue
+		}
+		for _, o := range it.Offerings {
+			if !o.Available || !zones.Matches(o.Zone, true) || !cts.Matches(o.CapacityType, true) || l.ice.Unavailable(o.CapacityType, it.Name, o.Zone) {
+				continue
+			}
+			byCT[o.CapacityType] = append(byCT[o.CapacityType], instance.Offering{InstanceType: it.Name, Zone: o.Zone, Price: o.Price})
+			typeOf[it.Name] = it
+		}
+	}
+	ct := wellknown.CapacityTypeOnDemand
+	if len(byCT[wellknown.CapacityTypeSpot]) > 0 {
+		ct = wellknown.CapacityTypeSpot
+		if od := byCT[wellknown.CapacityTypeOnDemand]; len(od) > 0 {
+			cheapestOD := slices.MinFunc(od, func(a, b instance.Offering) int { return cmpFloat(a.Price, b.Price) }).Price
+			spot := slices.DeleteFunc(slices.Clone(byCT[wellknown.CapacityTypeSpot]), func(o instance.Offering) bool { return o.Price > cheapestOD })
+			if len(spot) > 0 {
+				byCT[wellknown.CapacityTypeSpot] = spot
+			}
+		}
+	}
+	offs := byCT[ct]
+	sort.SliceStable(offs, func(i, j int) bool {
+		if offs[i].Price != offs[j].Price {
+			return offs[i].Price < offs[j].Price
+		}
+		if offs[i].InstanceType != offs[j].InstanceType {
+			return offs[i].InstanceType < offs[j].InstanceType
+		}
+		return offs[i].Zone < offs[j].Zone
+	})
+	// CreateFleet offers at most instance.MaxInstanceTypes types, the
+	// cheapest; launch templates are only needed for those.
+	var types []*scheduling.InstanceType
+	seen := map[string]bool{}
+	kept := offs[:0:0]
+	for _, o := range offs {
+		if !seen[o.InstanceType] {
+			if len(types) == instance.MaxInstanceTypes {
+				continue
+			}
+			seen[o.InstanceType] = true
+			types = append(types, typeOf[o.InstanceType])
+		}
+		kept = append(kept, o)
+	}
+	return ct, kept, types
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func subnetsByZone(nc *awsv1.EC2NodeClass) map[string][]string {
+	out := map[string][]string{}
+	for _, s := range nc.Status.Subnets {
+		out[s.Zone] = append(out[s.Zone], s.ID)
+	}
+	return out
+}
+
+// instanceTags are the tags every resource of the launch carries: the
+// class's tags with Karpenter's static keys on top (they win), and the
+// claim's name so the instance can be found if this tick dies.
+func (l *launcher) instanceTags(nc *karpv1.NodeClaim, class *awsv1.EC2NodeClass) map[string]string {
+	tags := maps.Clone(class.Spec.Tags)
+	if tags == nil {
+		tags = map[string]string{}
+	}
+	tags[wellknown.ClusterTagKey(l.p.Config.ClusterName)] = wellknown.OwnedTagValue
+	tags[wellknown.NodePoolTagKey] = nc.Labels[wellknown.NodePoolLabel]
+	tags[wellknown.EKSClusterNameTagKey] = l.p.Config.ClusterName
+	tags[wellknown.EC2NodeClassTagKey] = class.Name
+	tags[wellknown.NodeClaimTagKey] = nc.Name
+	return tags
+}
+
+func (l *launcher) setAttempt(ctx context.Context, nc *karpv1.NodeClaim, attempt int) error {
+	if err := l.p.Kube.AnnotateNodeClaim(ctx, nc, map[string]*string{LaunchAttemptAnnotation: new(strconv.Itoa(attempt))}); err != nil {
+		return fmt.Errorf("recording the launch attempt: %w", err)
+	}
+	return nil
+}
+
+// retire deletes a claim that cannot launch; its pods become pending again
+// and the next simulation picks other offerings (the cache remembers why).
+func (l *launcher) retire(ctx context.Context, nc *karpv1.NodeClaim, why string) error {
+	l.p.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "InsufficientCapacityError", "NodeClaim %s cannot launch: %s", nc.Name, why)
+	l.p.Log.Warn("retiring nodeclaim that cannot launch", "nodeclaim", nc.Name, "reason", why)
+	return l.p.Kube.DeleteNodeClaim(ctx, nc)
+}
+
+// record writes what was launched onto the claim: the instance's labels
+// (type, zone, capacity type and every single-valued instance-type label),
+// then status (provider ID, image, capacity, allocatable, Launched).
+func (l *launcher) record(ctx context.Context, nc *karpv1.NodeClaim, inst *instance.Instance) (*karpv1.NodeClaim, error) {
+	labels := map[string]string{
+		wellknown.InstanceTypeLabel: inst.Type,
+		wellknown.ZoneLabel:         inst.Zone,
+		wellknown.CapacityTypeLabel: inst.CapacityType,
+	}
+	var it *scheduling.InstanceType
+	if nc.Spec.NodeClassRef != nil {
+		if view := l.classes[nc.Spec.NodeClassRef.Name]; view != nil {
+			for _, t := range view.types {
+				if t.Name == inst.Type {
+					it = t
+				}
+			}
+			for _, s := range view.nc.Status.Subnets {
+				if s.Zone == inst.Zone && s.ZoneID != "" {
+					labels[wellknown.TopologyZoneIDLabel] = s.ZoneID
+				}
+			}
+		}
+	}
+	if it != nil {
+		for k, v := range it.Labels {
+			if _, set := labels[k]; !set && !strings.HasPrefix(k, wellknown.KarpenterDomain+"/") {
+				labels[k] = v
+			}
+		}
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	if _, err := l.p.Kube.NodeClaims.Patch(ctx, nc.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return nil, fmt.Errorf("labelling launched nodeclaim %s: %w", nc.Name, err)
+	}
+	now := metav1.NewTime(l.p.Clock.Now())
+	err := l.p.Kube.UpdateNodeClaimStatus(ctx, nc, func(c *karpv1.NodeClaim) {
+		c.Status.ProviderID = inst.ProviderID()
+		c.Status.ImageID = inst.ImageID
+		if it != nil {
+			c.Status.Capacity = it.Capacity.DeepCopy()
+			c.Status.Allocatable = it.Allocatable.DeepCopy()
+		}
+		c.SetCondition(karpv1.ConditionTypeLaunched, metav1.ConditionTrue, "Launched", "", now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.p.Log.Info("launched nodeclaim", "nodeclaim", nc.Name, "instance", inst.ID, "instance_type", inst.Type, "zone", inst.Zone, "capacity_type", inst.CapacityType)
+	return l.p.Kube.NodeClaims.Get(ctx, nc.Name, metav1.GetOptions{})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

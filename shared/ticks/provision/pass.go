@@ -1,0 +1,269 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/aws/nodeclass"
+	"github.com/karpless/karpless/shared/aws/pricing"
+	"github.com/karpless/karpless/shared/aws/unavailable"
+	"github.com/karpless/karpless/shared/core/catalog"
+	"github.com/karpless/karpless/shared/core/instancetype"
+	"github.com/karpless/karpless/shared/core/planning"
+	"github.com/karpless/karpless/shared/core/scheduling"
+	"github.com/karpless/karpless/shared/function/record"
+	"github.com/karpless/karpless/shared/kube"
+	"github.com/karpless/karpless/shared/kube/eksauth"
+	"github.com/karpless/karpless/shared/kube/snapshot"
+	"github.com/karpless/karpless/shared/ticks/lifecycle"
+)
+
+var podGVK = corev1.SchemeGroupVersion.WithKind("Pod")
+
+// invocation is what one tick reads once and reuses across its passes.
+type invocation struct {
+	book     *pricing.Book
+	ice      *unavailable.Cache
+	resolved map[string]bool // EC2NodeClass UID/generation resolved this tick
+	// guard, when set, is checked before every NodeClaim is created and
+	// every instance launched: it fails once the invocation no longer holds
+	// the provisioning lease, so a pass that outlives its lease stops before
+	// it provisions the same pods as the new holder.
+	guard func(context.Context) error
+}
+
+// hold runs the guard, if any.
+func (inv *invocation) hold(ctx context.Context) error {
+	if inv.guard == nil {
+		return nil
+	}
+	if err := inv.guard(ctx); err != nil {
+		return fmt.Errorf("before creating a nodeclaim: %w", err)
+	}
+	return nil
+}
+
+type passResult struct {
+	pending, created, launched, unschedulable int
+	lifecycle                                 lifecycle.Summary
+	snapshotBytes                             int64
+	// work is true when something is in motion: pods waiting or claims
+	// not yet initialized. Only then does the tick keep watching.
+	work bool
+}
+
+// Pass runs one provisioning pass. It is exported for the interruption and
+// disruption functions, which provision for displaced pods in their own
+// invocation (holding the provisioning lease).
+func (p *Provisioner) Pass(ctx context.Context) (Summary, error) {
+	return p.passOnce(ctx, &invocation{resolved: map[string]bool{}})
+}
+
+// passOnce is one pass with its own invocation state.
+func (p *Provisioner) passOnce(ctx context.Context, inv *invocation) (Summary, error) {
+	p.prepare()
+	defer p.Events.Flush(context.WithoutCancel(ctx))
+	r, err := p.pass(ctx, inv)
+	var s Summary
+	s.add(r)
+	return s, err
+}
+
+func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, error) {
+	var res passResult
+	snap, err := snapshot.Take(ctx, p.Kube, p.Clock)
+	if err != nil {
+		return res, err
+	}
+	res.snapshotBytes = snap.Stats.BytesRead
+	if err := p.loadICE(ctx, inv); err != nil {
+		return res, err
+	}
+	defer p.saveICE(ctx, inv)
+	var errs []error
+	// A class that cannot be resolved now (one throttled call) keeps the
+	// status it last resolved to: the other classes, and the claims of
+	// this one, go on.
+	if err := p.resolveNodeClasses(ctx, inv, snap.NodeClasses); err != nil {
+		errs = append(errs, err)
+		p.Log.Warn("resolving ec2nodeclasses; using their last resolved status", "error", err)
+	}
+	if inv.book == nil && len(snap.NodeClasses) > 0 {
+		if inv.book, err = p.Prices.Get(ctx); err != nil {
+			return res, errors.Join(append(errs, err)...)
+		}
+	}
+	views, classes, err := p.instanceTypes(snap.NodeClasses, inv)
+	if err != nil {
+		return res, errors.Join(append(errs, err)...)
+	}
+	lr, err := p.reconcileClaims(ctx, inv, views, snap.NodeClaims, snap.Nodes)
+	res.lifecycle = lr.lifecycle
+	if err != nil {
+		errs = append(errs, err)
+	}
+	launch := &launcher{p: p, classes: views, ice: inv.ice, cluster: p.Cluster, guard: inv.guard}
+	pending := planning.PodsToProvision(snap)
+	res.pending = len(pending)
+	res.work = len(pending) > 0 || res.lifecycle.InFlight > 0
+	if len(pending) == 0 {
+		return res, errors.Join(errs...)
+	}
+	// Launches above changed claims (labels, status): read them again so the
+	// simulation sees the in-flight capacity as it now is.
+	claims, err := kube.AllNodeClaims(ctx, p.Kube)
+	if err != nil {
+		return res, errors.Join(append(errs, err)...)
+	}
+	snap.NodeClaims = claims
+	start := p.Clock.Now()
+	results := scheduling.Solve(planning.SimulationInput(snap, pending, classes), scheduling.Provisioning())
+	p.Metrics.Observe("karpenter_scheduler_scheduling_duration_seconds", "Seconds", p.Clock.Since(start).Seconds(), map[string]string{"controller": "provisioner"})
+	p.Metrics.Gauge("karpenter_scheduler_queue_depth", float64(len(pending)), map[string]string{"controller": "provisioner"})
+	res.unschedulable = len(results.Unschedulable)
+	for _, e := range results.Unschedulable {
+		p.Events.Warning(record.ObjectOf(podGVK, e.Pod), "FailedScheduling", "Failed to schedule pod, %s", e.Reason)
+	}
+	for node, pods := range results.Existing {
+		for _, pod := range pods {
+			p.Events.Normal(record.ObjectOf(podGVK, pod), "Nominated", "Pod should schedule on: %s", node)
+		}
+	}
+	pools := map[string]*karpv1.NodePool{}
+	for _, np := range snap.NodePools {
+		pools[np.Name] = np
+	}
+	var created []*karpv1.NodeClaim
+	for _, n := range results.NewNodeClaims {
+		np, view := pools[n.NodePool], views[n.NodeClass]
+		if np == nil || view == nil {
+			errs = append(errs, fmt.Errorf("simulation chose unknown nodepool %q or node class %q", n.NodePool, n.NodeClass))
+			continue
+		}
+		if err := inv.hold(ctx); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		claim, err := p.Kube.NodeClaims.Create(ctx, planning.NodeClaimFor(np, view.nc, n), metav1.CreateOptions{})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("creating nodeclaim for nodepool %s: %w", np.Name, err))
+			continue
+		}
+		res.created++
+		created = append(created, claim)
+		it, o := n.CheapestOffering()
+		p.Log.Info("created nodeclaim", "nodeclaim", claim.Name, "nodepool", np.Name, "pods", len(n.Pods),
+			"instance_types", len(n.InstanceTypes), "cheapest", it.Name, "zone", o.Zone, "capacity_type", o.CapacityType, "price", o.Price)
+		p.Metrics.Count("karpenter_nodeclaims_created_total", 1, map[string]string{"nodepool": np.Name, "reason": "provisioning"})
+		for _, pod := range n.Pods {
+			p.Events.Normal(record.ObjectOf(podGVK, pod), "Nominated", "Pod should schedule on: nodeclaim/%s", claim.Name)
+		}
+	}
+	// The claims are durable: a launch that fails here is retried by the
+	// next pass.
+	errs = append(errs, launch.launchAll(ctx, created))
+	res.launched = int(launch.launched.Load())
+	return res, errors.Join(errs...)
+}
+
+// reconcileClaims advances each claim one lifecycle step, launching the
+// ones not launched yet with the pass's view of offerings.
+func (p *Provisioner) reconcileClaims(ctx context.Context, inv *invocation, views map[string]*classView, claims []*karpv1.NodeClaim, nodes []*corev1.Node) (passResult, error) {
+	launch := &launcher{p: p, classes: views, ice: inv.ice, cluster: p.Cluster, guard: inv.guard}
+	lc := &lifecycle.Lifecycle{
+		Kube: p.Kube, Instances: p.Instances, Launcher: launch, Cluster: p.Config.ClusterName,
+		Clock: p.Clock, Log: p.Log, Events: p.Events, Metrics: p.Metrics, RegistrationTTL: p.Config.RegistrationTTL,
+	}
+	s, err := lc.Reconcile(ctx, claims, nodes)
+	return passResult{lifecycle: s}, err
+}
+
+func (p *Provisioner) loadICE(ctx context.Context, inv *invocation) error {
+	if inv.ice != nil {
+		return nil
+	}
+	c, err := unavailable.Load(ctx, p.Kube.Core.CoreV1(), p.Config.Namespace, p.Config.UnavailableOfferingsTTL, p.Clock)
+	if err != nil {
+		return err
+	}
+	inv.ice = c
+	return nil
+}
+
+// saveICE persists marks made in this invocation; losing them only costs a
+// repeated capacity error, so a failure is logged.
+func (p *Provisioner) saveICE(ctx context.Context, inv *invocation) {
+	if inv.ice == nil {
+		return
+	}
+	if err := inv.ice.Save(ctx); err != nil {
+		p.Log.Warn("saving unavailable offerings", "error", err)
+	}
+}
+
+// resolveNodeClasses refreshes the status of each EC2NodeClass that is
+// stale (never resolved, spec changed, or older than a minute), once per tick.
+func (p *Provisioner) resolveNodeClasses(ctx context.Context, inv *invocation, ncs []*awsv1.EC2NodeClass) error {
+	var errs []error
+	var info *eksauth.ClusterInfo
+	for i, nc := range ncs {
+		key := fmt.Sprintf("%s/%d", nc.UID, nc.Generation)
+		if inv.resolved[key] || nc.DeletionTimestamp != nil || !nodeclass.IsStale(nc, p.Clock.Now(), 0) {
+			continue
+		}
+		if info == nil {
+			got, err := p.Cluster(ctx)
+			if err != nil {
+				return fmt.Errorf("reading cluster facts: %w", err)
+			}
+			info = &got
+		}
+		status, err := p.Resolver.Resolve(ctx, nc, *info)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("resolving ec2nodeclass %s: %w", nc.Name, err))
+			continue
+		}
+		inv.resolved[key] = true
+		updated, err := nodeclass.Apply(ctx, p.Kube.EC2NodeClasses, nc, status, p.Clock.Now())
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if updated != nil {
+			ncs[i] = updated
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// instanceTypes builds each node class's launchable instance types.
+func (p *Provisioner) instanceTypes(ncs []*awsv1.EC2NodeClass, inv *invocation) (map[string]*classView, map[string]*scheduling.NodeClass, error) {
+	views := map[string]*classView{}
+	classes := map[string]*scheduling.NodeClass{}
+	for _, nc := range ncs {
+		family := nodeclass.Family(nc)
+		cfg := catalog.NodeConfigFor(nc, family)
+		cfg.ReservedENIs += int64(p.Config.ReservedENIs)
+		prices := instancetype.Prices{}
+		if book := inv.book; book != nil {
+			prices.Spot = book.Spot
+			if len(book.Zones) > 0 {
+				prices.Offered = book.Offered
+			}
+		}
+		unavailable := inv.ice.Unavailable
+		types, err := instancetype.Build(p.Catalog, cfg, instancetype.Zones(nc), prices, unavailable)
+		if err != nil {
+			return nil, nil, fmt.Errorf("instance types of ec2nodeclass %s: %w", nc.Name, err)
+		}
+		types = instancetype.FilterByAMIs(types, nc.Status.AMIs)
+		views[nc.Name] = &classView{nc: nc, types: types}
+		classes[nc.Name] = &scheduling.NodeClass{Name: nc.Name, Ready: nodeclass.IsReady(nc) && nc.DeletionTimestamp == nil, InstanceTypes: types}
+	}
+	return views, classes, nil
+}

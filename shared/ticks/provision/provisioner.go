@@ -1,0 +1,117 @@
+// Package provision is the provisioner tick: it turns pending pods into
+// NodeClaims and EC2 instances, and moves NodeClaims until their nodes are ready.
+//
+// A tick takes the provisioning lease, then runs passes: snapshot the
+// cluster, refresh EC2NodeClass status, advance every NodeClaim one step,
+// simulate scheduling of the pending pods, create the NodeClaims the
+// simulation asks for (the durable intent) and launch each with CreateFleet.
+// When a pass found work, the tick keeps watching pending pods for the rest
+// of its window, batching them as Karpenter does, and hands over through the
+// lease. Every step is idempotent, so a tick killed anywhere is finished by
+// the next one.
+package provision
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/aws/instance"
+	"github.com/karpless/karpless/shared/aws/pricing"
+	"github.com/karpless/karpless/shared/core/catalog"
+	"github.com/karpless/karpless/shared/core/scheduling"
+	"github.com/karpless/karpless/shared/function/config"
+	"github.com/karpless/karpless/shared/function/record"
+	"github.com/karpless/karpless/shared/kube"
+	"github.com/karpless/karpless/shared/kube/eksauth"
+	"k8s.io/utils/clock"
+)
+
+// LeaseName is the lease provisioning passes hold; the interruption function
+// borrows it to launch replacements.
+const LeaseName = "karpless-provisioning"
+
+// NodeClassResolver computes an EC2NodeClass's status from AWS.
+type NodeClassResolver interface {
+	Resolve(ctx context.Context, nc *awsv1.EC2NodeClass, cluster eksauth.ClusterInfo) (awsv1.EC2NodeClassStatus, error)
+}
+
+// TemplateRequest is what a launch template set is built from.
+type TemplateRequest struct {
+	NodeClass     *awsv1.EC2NodeClass
+	NodeClaim     *karpv1.NodeClaim
+	InstanceTypes []*scheduling.InstanceType
+	CapacityType  string
+	Cluster       eksauth.ClusterInfo
+}
+
+// Templates ensures launch templates exist for a launch, one per AMI group.
+type Templates interface {
+	Ensure(ctx context.Context, r TemplateRequest) ([]instance.LaunchTemplate, error)
+}
+
+// Prices is where offerings and spot prices come from.
+type Prices interface {
+	Get(ctx context.Context) (*pricing.Book, error)
+}
+
+// Provisioner holds the clients and settings of the provisioning tick; it
+// keeps no data between invocations.
+type Provisioner struct {
+	Config    config.Config
+	Kube      *kube.Clients
+	Instances *instance.Provider
+	Resolver  NodeClassResolver
+	Templates Templates
+	Prices    Prices
+	Catalog   *catalog.Catalog
+	// Cluster returns the cluster facts user data needs (cached by the caller).
+	Cluster func(ctx context.Context) (eksauth.ClusterInfo, error)
+	Clock   clock.WithTicker
+	Log     *slog.Logger
+	// Metrics and Events are per invocation; Run creates them when nil.
+	Metrics *record.Metrics
+	Events  *record.Recorder
+	// MetricsOut receives the EMF lines at the end of Run (nil: discarded).
+	MetricsOut io.Writer
+}
+
+// Summary is what a tick did, for logs and tests.
+type Summary struct {
+	Skipped           string        `json:"skipped,omitempty"`
+	Passes            int           `json:"passes"`
+	PendingPods       int           `json:"pendingPods"`
+	NodeClaimsCreated int           `json:"nodeClaimsCreated"`
+	Launched          int           `json:"launched"`
+	Registered        int           `json:"registered"`
+	Initialized       int           `json:"initialized"`
+	Retired           int           `json:"retired"`
+	Unschedulable     int           `json:"unschedulable"`
+	SnapshotBytes     int64         `json:"snapshotBytes"`
+	Duration          time.Duration `json:"duration"`
+	Errors            []string      `json:"errors,omitempty"`
+}
+
+func (s *Summary) add(p passResult) {
+	s.Passes++
+	s.PendingPods += p.pending
+	s.NodeClaimsCreated += p.created
+	s.Launched += p.lifecycle.Launched + p.launched
+	s.Registered += p.lifecycle.Registered
+	s.Initialized += p.lifecycle.Initialized
+	s.Retired += p.lifecycle.Retired
+	s.Unschedulable = p.unschedulable
+	s.SnapshotBytes += p.snapshotBytes
+}
+
+func (p *Provisioner) validate() error {
+	switch {
+	case p.Kube == nil, p.Instances == nil, p.Resolver == nil, p.Templates == nil, p.Prices == nil, p.Catalog == nil, p.Cluster == nil, p.Clock == nil, p.Log == nil:
+		return fmt.Errorf("provisioner is missing a dependency")
+	}
+	return nil
+}

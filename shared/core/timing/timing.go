@@ -62,6 +62,10 @@ const (
 	// instance is tagged with its NodeClaim from creation, so it is found
 	// by that tag.
 	TokenPatience = time.Minute
+	// LaunchTemplateWait is the pause before a launch that met a launch
+	// template EC2 has just created but does not list yet tries again:
+	// EC2 lists it within seconds (the emulator's worst case is 3 s).
+	LaunchTemplateWait = time.Second
 	// InstanceGrace is Karpenter's: instances younger than this are never
 	// collected as leaked.
 	InstanceGrace = 30 * time.Second

@@ -32,40 +32,44 @@ func (r *runner) quiescence(ctx context.Context) {
 			w.inv.violate("leak/"+i.ID, "no instance without a NodeClaim after the GC grace", "instance %s (%s, tags %v) leaked at quiescence", i.ID, i.InstanceType, i.Tags)
 		}
 	}
-	actual, nodes := 0.0, 0
-	var have []string
-	for _, i := range w.emu.Instances(func(i emulator.Instance) bool { return i.State == emulator.StateRunning }) {
-		nodes++
-		price := r.price(wellknown.ProviderID(i.Zone, i.ID))
-		actual += price
-		have = append(have, fmt.Sprintf("%s/%s/%s $%.4f", i.InstanceType, i.CapacityType, i.Zone, price))
-	}
-	fresh, pods, why, want, err := r.freshCost(ctx)
+	f, err := r.freshCost(ctx)
 	if err != nil {
-		r.summary = fmt.Sprintf("nodes=%d pods=%d cost-per-hour=%.3f (fresh simulation failed: %v)", nodes, pods, actual, err)
+		r.summary = fmt.Sprintf("(fresh simulation failed: %v)", err)
 		w.inv.violate("fresh", "at quiescence the $/h is within 10% of a fresh simulation", "the fresh simulation could not run: %v", err)
 		return
 	}
-	r.summary = fmt.Sprintf("nodes=%d pods=%d cost-per-hour=%.3f fresh-simulation=%.3f", nodes, pods, actual, fresh)
+	r.summary = fmt.Sprintf("nodes=%d pods=%d cost-per-hour=%.3f fresh-simulation=%.3f", len(f.have), f.pods, f.actual, f.fresh)
 	w.inv.note("at rest: %s", r.summary)
-	if why != "" {
-		w.inv.violate("fresh-unschedulable", "at quiescence the $/h is within 10% of a fresh simulation", "a fresh simulation cannot place every pod: %s", why)
+	if f.unschedulable != "" {
+		w.inv.violate("fresh-unschedulable", "at quiescence the $/h is within 10% of a fresh simulation", "a fresh simulation cannot place every pod: %s", f.unschedulable)
 	}
-	if actual > fresh*(1+costTolerance) {
+	if f.actual > f.fresh*(1+costTolerance) {
 		r.saveSnapshot(ctx, "quiescence.json.gz")
 		w.inv.violate("cost", "at quiescence the $/h is within 10% of a fresh simulation",
-			"the cluster costs $%.4f/h, a fresh simulation of its %d pods $%.4f/h (+%.0f%%); nodes %v; fresh %v", actual, pods, fresh, 100*(actual/fresh-1), have, want)
+			"the cluster costs $%.4f/h, a fresh simulation of its %d pods $%.4f/h (+%.0f%%); nodes %v; fresh %v", f.actual, f.pods, f.fresh, 100*(f.actual/f.fresh-1), f.have, f.want)
 	}
 }
 
-// freshCost simulates scheduling every workload pod as if the cluster were
-// empty, with the functions' own instance types, prices and simulator, and
-// returns the $/h of the NodeClaims it opens.
-func (r *runner) freshCost(ctx context.Context) (price float64, pods int, unschedulable string, claims []string, err error) {
+// comparison is the cluster at rest beside a fresh simulation of its pods,
+// both priced by the functions' own price book: the emulator's spot prices
+// drift every SpotPriceInterval and the book follows on its refresh, so
+// pricing one side live and the other from the book would measure the
+// book's age, not whether consolidation converged.
+type comparison struct {
+	actual, fresh float64
+	pods          int
+	unschedulable string
+	have, want    []string
+}
+
+// freshCost prices the running instances and simulates scheduling every
+// workload pod as if the cluster were empty, with the functions' own
+// instance types, prices and simulator.
+func (r *runner) freshCost(ctx context.Context) (c comparison, err error) {
 	w := r.w
 	// Reads only; the world's hostility may fail one, so try a few times.
 	for attempt := 0; attempt < 5; attempt++ {
-		if price, pods, unschedulable, claims, err = r.simulateFresh(ctx); err == nil {
+		if c, err = r.simulateFresh(ctx); err == nil {
 			return
 		}
 		t := w.clk.NewTimer(time.Second)
@@ -75,19 +79,29 @@ func (r *runner) freshCost(ctx context.Context) (price float64, pods int, unsche
 	return
 }
 
-func (r *runner) simulateFresh(ctx context.Context) (float64, int, string, []string, error) {
+func (r *runner) simulateFresh(ctx context.Context) (comparison, error) {
+	var c comparison
 	w := r.w
 	snap, err := snapshot.Take(ctx, w.admin, w.clk)
 	if err != nil {
-		return 0, 0, "", nil, err
+		return c, err
 	}
 	env, err := w.env("provisioner", "fresh-simulation", &deploy.KillSwitch{})
 	if err != nil {
-		return 0, 0, "", nil, err
+		return c, err
 	}
 	sess, err := env.Provisioner().NewSession(ctx, snap.NodeClasses)
 	if err != nil {
-		return 0, 0, "", nil, err
+		return c, err
+	}
+	book := prices(sess.Classes())
+	for _, i := range w.emu.Instances(func(i emulator.Instance) bool { return i.State == emulator.StateRunning }) {
+		price, ok := book[offeringKey(i.InstanceType, i.Zone, i.CapacityType)]
+		if !ok {
+			price = r.price(wellknown.ProviderID(i.Zone, i.ID))
+		}
+		c.actual += price
+		c.have = append(c.have, fmt.Sprintf("%s/%s/%s $%.4f", i.InstanceType, i.CapacityType, i.Zone, price))
 	}
 	// Pods that may not move (do-not-disrupt) keep their nodes, as they
 	// do in the cluster; every other workload pod is placed afresh, on
@@ -124,27 +138,47 @@ func (r *runner) simulateFresh(ctx context.Context) (float64, int, string, []str
 		}
 	}
 	for _, nc := range snap.NodeClaims {
-		if fixed[nc.Status.NodeName] {
-			empty.NodeClaims = append(empty.NodeClaims, nc)
-			kept += r.price(nc.Status.ProviderID)
+		if !fixed[nc.Status.NodeName] {
+			continue
 		}
+		price, ok := book[offeringKey(nc.Labels[corev1.LabelInstanceTypeStable], nc.Labels[corev1.LabelTopologyZone], nc.Labels[wellknown.CapacityTypeLabel])]
+		if !ok {
+			price = r.price(nc.Status.ProviderID)
+		}
+		empty.NodeClaims = append(empty.NodeClaims, nc)
+		kept += price
 	}
 	res := scheduling.Solve(planning.SimulationInput(&empty, pending, sess.Classes()), scheduling.Provisioning())
-	total := kept
-	var claims []string
+	c.fresh, c.pods = kept, len(pending)
 	if len(fixed) > 0 {
-		claims = append(claims, fmt.Sprintf("%d node(s) kept for do-not-disrupt pods $%.4f", len(fixed), kept))
+		c.want = append(c.want, fmt.Sprintf("%d node(s) kept for do-not-disrupt pods $%.4f", len(fixed), kept))
 	}
 	for _, n := range res.NewNodeClaims {
 		it, o := n.CheapestOffering()
-		total += o.Price
-		claims = append(claims, fmt.Sprintf("%s/%s/%s $%.4f (%d pods)", it.Name, o.CapacityType, o.Zone, o.Price, len(n.Pods)))
+		c.fresh += o.Price
+		c.want = append(c.want, fmt.Sprintf("%s/%s/%s $%.4f (%d pods)", it.Name, o.CapacityType, o.Zone, o.Price, len(n.Pods)))
 	}
-	why := ""
 	for _, u := range res.Unschedulable {
-		why += fmt.Sprintf("%s: %s; ", u.Pod.Name, u.Reason)
+		c.unschedulable += fmt.Sprintf("%s: %s; ", u.Pod.Name, u.Reason)
 	}
-	return total, len(pending), why, claims, nil
+	return c, nil
+}
+
+// prices is the functions' price book as one map of offeringKey to $/h.
+func prices(classes map[string]*scheduling.NodeClass) map[string]float64 {
+	out := map[string]float64{}
+	for _, class := range classes {
+		for _, it := range class.InstanceTypes {
+			for _, o := range it.Offerings {
+				out[offeringKey(it.Name, o.Zone, o.CapacityType)] = o.Price
+			}
+		}
+	}
+	return out
+}
+
+func offeringKey(instanceType, zone, capacityType string) string {
+	return instanceType + "/" + zone + "/" + capacityType
 }
 
 // price is what the emulator charges for a provider ID's instance.

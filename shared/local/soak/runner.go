@@ -21,6 +21,7 @@ import (
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/disruption"
+	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/function/app"
 	"github.com/karpless/karpless/shared/function/clockctx"
 	"github.com/karpless/karpless/shared/local/deploy"
@@ -162,7 +163,10 @@ func (r *runner) turn(ctx context.Context) {
 		})
 		r.invoke(ctx, "disruption", tickTimeout, func(ctx context.Context, env *app.Env) (string, error) {
 			s, err := env.DisruptionHandler()(ctx, lambdaevents.CloudWatchEvent{})
-			line := fmt.Sprintf("disruption: %d passes %s", s.Passes, s.Skipped)
+			line := fmt.Sprintf("disruption: %d passes, %d simulations %s", s.Passes, s.Simulations, s.Skipped)
+			if len(s.Unconsolidatable) > 0 {
+				line += fmt.Sprintf("; unconsolidatable %d, first %s", len(s.Unconsolidatable), s.Unconsolidatable[0])
+			}
 			for _, c := range s.Commands {
 				line += fmt.Sprintf("; %s %s %v->%v (%s)", c.Action, c.Method, c.Candidates, c.Replacements, c.Why)
 			}
@@ -405,9 +409,15 @@ func (r *runner) drain(ctx context.Context) {
 
 // quietWindow is how long the cluster must stay still to be at rest: long
 // enough for every node to become consolidatable (the pools' longest
-// consolidateAfter) and for a tick to look at it, validate and act.
+// consolidateAfter) and for a tick to look at it, validate and act; and for
+// a "nothing to consolidate" found while offerings were marked unavailable
+// (by an interruption or a capacity error, for
+// timing.DefaultUnavailableOfferingsTTL), and then held while the cluster
+// does not change (timing.ConsolidatedTTL, as Karpenter), to be computed
+// afresh. Checked sooner, the cost comparison would judge a decision made
+// on facts that have since changed.
 func (r *runner) quietWindow(ctx context.Context) time.Duration {
-	window := 3 * time.Minute
+	window := timing.ConsolidatedTTL + timing.DefaultUnavailableOfferingsTTL + 2*time.Minute
 	pools, err := r.w.admin.NodePools.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return window

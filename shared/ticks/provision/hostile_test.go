@@ -393,6 +393,50 @@ func TestSpotServiceLinkedRoleMissing(t *testing.T) {
 	w.AssertNoLeaks()
 }
 
+// TestZoneWideSpotOutage: every spot offering of the zone the pod needs
+// answers InsufficientInstanceCapacity, hundreds of offerings where one
+// CreateFleet names at most instance.MaxInstanceTypes types. Karpenter
+// deletes a claim whose fleet launched nothing and provisions again within
+// seconds, without the offerings it marked; a tick a minute apart must not
+// spread the zone's offerings over many ticks (the soak's seed 7 took
+// nearly four minutes). The claim launches on-demand in the tick that
+// created it, or the next if a hostile answer ends the first, with new
+// launch templates EC2 lists late on the way.
+func TestZoneWideSpotOutage(t *testing.T) {
+	w := testworld.New(t, env, "provisioner")
+	w.Apply(deploy.DefaultNodePool("default"))
+	warmAccount(w)
+	w.Emu.Inject(emulator.ICE(wellknown.CapacityTypeSpot, "", "us-west-2a"))
+	known := claimNames(w)
+	w.Pods("pinned", 1, "1", func(p *corev1.Pod) {
+		p.Spec.NodeSelector = map[string]string{wellknown.ZoneLabel: "us-west-2a"}
+	})
+	waitUnschedulable(w, "pinned-0")
+	ticks := tickUntil(w, "tick", 4, time.Minute, func() bool {
+		nc := newClaims(w, known)
+		return len(nc) == 1 && nc[0].IsTrue(karpv1.ConditionTypeLaunched)
+	})
+	nc := newClaims(w, known)[0]
+	if ct := nc.Labels[wellknown.CapacityTypeLabel]; ct != wellknown.CapacityTypeOnDemand {
+		t.Errorf("launched as %q; want on-demand, every spot offering of the zone being out", ct)
+	}
+	iced := 0
+	for _, c := range fleetCalls(w.Emu) {
+		if c.Tags()[wellknown.NodeClaimTagKey] == nc.Name {
+			iced += strings.Count(strings.Join(fleetErrorCodes(c.Call), " "), "InsufficientInstanceCapacity")
+		}
+	}
+	if iced <= instance.MaxInstanceTypes {
+		t.Fatalf("%d spot offerings answered InsufficientInstanceCapacity, no more than one CreateFleet names: the test no longer reaches its state", iced)
+	}
+	if ticks > 2 {
+		t.Errorf("the claim launched at tick %d after %d spot offerings failed; want the tick that created it or the next", ticks, iced)
+	}
+	t.Logf("launched on-demand at tick %d after %d spot offerings failed", ticks, iced)
+	assertOneInstancePerClaim(t, w.Emu)
+	w.AssertNoLeaks()
+}
+
 // TestUnlaunchedClaimIsNotProvisionedTwice: while a claim waits to launch
 // (here for its instance profile to propagate), it is the capacity of the
 // pods it was created for; later ticks must not create another claim for

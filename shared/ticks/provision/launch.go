@@ -27,6 +27,7 @@ import (
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/function/record"
+	"github.com/karpless/karpless/shared/function/tick"
 	"github.com/karpless/karpless/shared/kube/eksauth"
 )
 
@@ -35,9 +36,19 @@ import (
 // CreateFleet so that a retried call repeats the same token.
 const LaunchAttemptAnnotation = "karpless.dev/launch-attempt"
 
-// maxAttemptsPerCall bounds capacity retries within one launch call; later
-// ticks continue from the recorded attempt.
-const maxAttemptsPerCall = 3
+// maxFleetCallsPerLaunch bounds the CreateFleet calls that launched
+// nothing for one claim in one pass; later ticks continue from the recorded
+// attempt. EC2 answers capacity errors at once, and one call names at most
+// instance.MaxInstanceTypes types, so a zone-wide spot outage of a claim
+// that allows a few hundred offerings takes several calls before on-demand
+// is tried: Karpenter gets there within seconds (it deletes the claim and
+// provisions again without the marked offerings), and a tick a minute
+// apart must not take minutes.
+const maxFleetCallsPerLaunch = 12
+
+// maxTemplateWaits bounds the consecutive waits for EC2 to list a launch
+// template it has just created (timing.LaunchTemplateWait each).
+const maxTemplateWaits = 5
 
 var nodeClaimGVK = karpv1.SchemeGroupVersion.WithKind("NodeClaim")
 
@@ -104,7 +115,8 @@ func (l *launcher) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.No
 		return nil, nil
 	}
 	attempt, _ := strconv.Atoi(nc.Annotations[LaunchAttemptAnnotation])
-	for range maxAttemptsPerCall {
+	calls, waits := 0, 0
+	for calls < maxFleetCallsPerLaunch {
 		capacityType, offerings, types := l.offerings(nc, view)
 		if len(offerings) == 0 {
 			return nil, l.retire(ctx, nc, "no offering of its instance types is available (all marked unavailable or filtered out)")
@@ -129,6 +141,9 @@ func (l *launcher) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.No
 			Context: deref(view.nc.Spec.Context),
 		})
 		l.markUnavailable(nc, capacityType, res.Errors)
+		if awserr.Code(err) != "InvalidLaunchTemplateName.NotFoundException" {
+			waits = 0 // EC2 listed this call's templates; the next may need new ones
+		}
 		switch {
 		case err == nil:
 			l.launched.Add(1)
@@ -143,14 +158,23 @@ func (l *launcher) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.No
 			if err := l.setAttempt(ctx, nc, attempt); err != nil {
 				return nil, err
 			}
+			calls++
 			continue
 		case awserr.Code(err) == "InvalidLaunchTemplateName.NotFoundException":
-			// Garbage collection removed a template Ensure had just found, or
-			// EC2 does not list a new one yet: ensure again (a top-level 400
-			// records nothing for this token).
-			l.p.Log.Info("launch template not found; ensuring it again", "nodeclaim", nc.Name)
+			// EC2 does not list a template it has just created yet, or
+			// garbage collection removed one Ensure had just found: wait a
+			// moment and ensure again (a top-level 400 records nothing for
+			// this token, so the attempt stays).
+			if waits++; waits > maxTemplateWaits {
+				return nil, fmt.Errorf("EC2 did not list the launch templates after %d waits: %w", maxTemplateWaits, err)
+			}
+			l.p.Log.Info("launch template not found; ensuring it again", "nodeclaim", nc.Name, "wait", waits)
+			if err := tick.Sleep(ctx, l.p.Clock, timing.LaunchTemplateWait); err != nil {
+				return nil, err
+			}
 			continue
 		case errors.Is(err, instance.ErrNothingLaunched):
+			calls++
 			attempt++
 			if err := l.setAttempt(ctx, nc, attempt); err != nil {
 				return nil, err

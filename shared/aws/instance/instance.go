@@ -23,6 +23,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/karpless/karpless/shared/aws/awserr"
+	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
 
@@ -35,8 +36,9 @@ type EC2 interface {
 	DescribeSubnets(ctx context.Context, in *ec2.DescribeSubnetsInput, opts ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error)
 }
 
-// MaxInstanceTypes is how many types one CreateFleet may offer, as Karpenter caps it.
-const MaxInstanceTypes = 60
+// MaxInstanceTypes is how many types one CreateFleet may offer: the launch
+// order's cap (Karpenter's), enforced here again for any caller.
+const MaxInstanceTypes = scheduling.MaxLaunchTypes
 
 // Instance is an EC2 instance, as plain data.
 type Instance struct {

@@ -2,7 +2,6 @@ package scheduling
 
 import (
 	"maps"
-	"math"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -122,91 +121,6 @@ func (s *solver) finalize(c *claim) *NewNodeClaim {
 	}
 	out.Requests = s.d.list(req)
 	out.MinValuesRelaxed = c.minRelaxed
-	out.launchType, out.launchOffering = s.launch(fitting, c.zm, c.ctm, len(t.minValueKeys) > 0)
 	return out
 }
 
-// launch is CheapestOffering over a claim's types, from their price tables.
-// types are in price order, exotic ones last.
-func (s *solver) launch(types []*tType, zm uint64, ctm uint8, minValues bool) (*InstanceType, Offering) {
-	nz := len(s.zones)
-	generic := false
-	for _, tt := range types {
-		if !tt.exotic {
-			generic = true
-			break
-		}
-	}
-	skip := func(tt *tType) bool { return !minValues && generic && tt.exotic }
-	reserved := false
-	for _, tt := range types {
-		if !skip(tt) && tt.zones[ctReserved]&zm != 0 && ctm&(1<<ctReserved) != 0 {
-			reserved = true
-			break
-		}
-	}
-	// Without reservations, when the cheapest offering of the cheapest type
-	// is spot, it is the launch's choice: every other offering costs at
-	// least as much, so the spot filter keeps it and spot wins.
-	if !reserved && len(types) > 0 && !skip(types[0]) {
-		first := types[0]
-		best := math.Inf(1)
-		var pick *Offering
-		for i := range first.it.Offerings {
-			o := &first.it.Offerings[i]
-			z, ok := s.zoneIdx[o.Zone]
-			ct := ctIndex(o.CapacityType)
-			if !o.Available || !ok || ct < 0 || !maskHas(zm, z) || ctm&(1<<ct) == 0 || o.Price >= best {
-				continue
-			}
-			best, pick = o.Price, o
-		}
-		if pick != nil && pick.CapacityType == ctNames[ctSpot] {
-			return first.it, *pick
-		}
-	}
-	cheapestOD, hasSpot := math.Inf(1), false
-	for _, tt := range types {
-		if skip(tt) {
-			continue
-		}
-		if ctm&(1<<ctOnDemand) != 0 {
-			cheapestOD = min(cheapestOD, tt.priceIn(zm, 1<<ctOnDemand, nz))
-		}
-		if ctm&(1<<ctSpot) != 0 && tt.zones[ctSpot]&zm != 0 {
-			hasSpot = true
-		}
-	}
-	spotFilter := !minValues && hasSpot && !math.IsInf(cheapestOD, 1)
-	for ct := 0; ct < numCT; ct++ {
-		if ctm&(1<<ct) == 0 {
-			continue
-		}
-		var best *tType
-		bestZ, bestP := -1, math.Inf(1)
-		for _, tt := range types {
-			if skip(tt) {
-				continue
-			}
-			for m := tt.zones[ct] & zm; m != 0; m &= m - 1 {
-				z := trailing(m)
-				p := tt.price[ct*nz+z]
-				if spotFilter && ct == ctSpot && p > cheapestOD {
-					continue
-				}
-				if p < bestP {
-					best, bestZ, bestP = tt, z, p
-				}
-			}
-		}
-		if best == nil {
-			continue
-		}
-		for _, o := range best.it.Offerings {
-			if o.Available && o.Zone == s.zones[bestZ] && o.CapacityType == ctNames[ct] && o.Price == bestP {
-				return best.it, o
-			}
-		}
-	}
-	return nil, Offering{}
-}

@@ -1,7 +1,6 @@
 package scheduling
 
 import (
-	"math"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -174,10 +173,6 @@ type NewNodeClaim struct {
 	// zoneReq and ctReq say which offerings the claim allows; a
 	// NewNodeClaim built elsewhere gets them from Requirements on first use.
 	zoneReq, ctReq *Requirement
-	// launchType and launchOffering cache CheapestOffering for claims
-	// Solve made.
-	launchType     *InstanceType
-	launchOffering Offering
 }
 
 // PodError is a pod that could not be placed, and why, in words.
@@ -199,18 +194,15 @@ func (n *NewNodeClaim) allows(o *Offering) bool {
 }
 
 // CheapestOffering returns the instance type and offering the AWS launch
-// would pick, the figure to use for $/h reports. It applies the launch-time
-// rules of Karpenter's AWS provider in order: GPU, accelerator and metal
-// types only when nothing else is compatible; spot offerings pricier than the
-// cheapest on-demand one are dropped when both capacity types are allowed;
-// then the capacity type is reserved if any offering is, else spot, else
-// on-demand; within it the cheapest offering. It returns nil when no
-// instance type has a compatible available offering.
+// would pick, the figure to use for $/h reports: the first of LaunchOrder
+// over the claim's types and the offerings its requirements allow. It
+// returns nil when no instance type has a compatible available offering.
 func (n *NewNodeClaim) CheapestOffering() (*InstanceType, Offering) {
-	if n.launchType != nil {
-		return n.launchType, n.launchOffering
+	_, offs := LaunchOrder(n.InstanceTypes, n.allows, n.hasMinValues())
+	if len(offs) == 0 {
+		return nil, Offering{}
 	}
-	return cheapestLaunch(n.InstanceTypes, n.allows, n.hasMinValues())
+	return offs[0].Type, offs[0].Offering
 }
 
 func (n *NewNodeClaim) hasMinValues() bool {
@@ -220,68 +212,6 @@ func (n *NewNodeClaim) hasMinValues() bool {
 		}
 	}
 	return false
-}
-
-// cheapestLaunch implements CheapestOffering over a list of types.
-func cheapestLaunch(types []*InstanceType, allows func(*Offering) bool, hasMinValues bool) (*InstanceType, Offering) {
-	candidates := types
-	if !hasMinValues {
-		var generic []*InstanceType
-		for _, it := range types {
-			if !isExotic(it) {
-				generic = append(generic, it)
-			}
-		}
-		if len(generic) > 0 {
-			candidates = generic
-		}
-	}
-	cheapestOD := math.Inf(1)
-	hasSpot := false
-	for _, it := range candidates {
-		for i := range it.Offerings {
-			o := &it.Offerings[i]
-			if !allows(o) {
-				continue
-			}
-			switch o.CapacityType {
-			case wellknown.CapacityTypeOnDemand:
-				cheapestOD = min(cheapestOD, o.Price)
-			case wellknown.CapacityTypeSpot:
-				hasSpot = true
-			}
-		}
-	}
-	spotFilter := !hasMinValues && hasSpot && !math.IsInf(cheapestOD, 1)
-	var best [3]struct {
-		it *InstanceType
-		o  Offering
-	}
-	rank := map[string]int{wellknown.CapacityTypeReserved: 0, wellknown.CapacityTypeSpot: 1, wellknown.CapacityTypeOnDemand: 2}
-	for _, it := range candidates {
-		for i := range it.Offerings {
-			o := it.Offerings[i]
-			if !allows(&o) {
-				continue
-			}
-			if spotFilter && o.CapacityType == wellknown.CapacityTypeSpot && o.Price > cheapestOD {
-				continue
-			}
-			r, ok := rank[o.CapacityType]
-			if !ok {
-				continue
-			}
-			if best[r].it == nil || o.Price < best[r].o.Price {
-				best[r].it, best[r].o = it, o
-			}
-		}
-	}
-	for _, b := range best {
-		if b.it != nil {
-			return b.it, b.o
-		}
-	}
-	return nil, Offering{}
 }
 
 // exoticResources are the resources that make an instance type "exotic":

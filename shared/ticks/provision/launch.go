@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -304,75 +303,44 @@ func unresolvedSince(nc *karpv1.NodeClaim, attempt int) (time.Time, bool) {
 	return since, err == nil
 }
 
-// offerings picks the capacity type and the offerings to request, cheapest
-// first: spot when the claim allows it and any spot offering is available,
-// otherwise on-demand; spot offerings dearer than the cheapest on-demand one
-// are dropped, as Karpenter does.
+// offerings picks the capacity type and the offerings to request, by
+// scheduling.LaunchOrder (the rules the simulator's price prediction uses
+// too), over the claim's types and the offerings its requirements allow
+// and the unavailable offerings do not rule out.
 func (l *launcher) offerings(nc *karpv1.NodeClaim, view *classView) (string, []instance.Offering, []*scheduling.InstanceType) {
 	reqs := scheduling.RequirementsFromNodePool(nc.Spec.Requirements)
 	allowedType := reqs.Get(wellknown.InstanceTypeLabel)
 	zones, cts := reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)
-	byCT := map[string][]instance.Offering{}
-	typeOf := map[string]*scheduling.InstanceType{}
+	var candidates []*scheduling.InstanceType
 	for _, it := range view.types {
 		if !allowedType.Matches(it.Name, true) {
 			continue
 		}
+		var offs []scheduling.Offering
 		for _, o := range it.Offerings {
-			if !o.Available || !zones.Matches(o.Zone, true) || !cts.Matches(o.CapacityType, true) || l.ice.Unavailable(o.CapacityType, it.Name, o.Zone) {
-				continue
-			}
-			byCT[o.CapacityType] = append(byCT[o.CapacityType], instance.Offering{InstanceType: it.Name, Zone: o.Zone, Price: o.Price})
-			typeOf[it.Name] = it
-		}
-	}
-	ct := wellknown.CapacityTypeOnDemand
-	if len(byCT[wellknown.CapacityTypeSpot]) > 0 {
-		ct = wellknown.CapacityTypeSpot
-		if od := byCT[wellknown.CapacityTypeOnDemand]; len(od) > 0 {
-			cheapestOD := slices.MinFunc(od, func(a, b instance.Offering) int { return cmpFloat(a.Price, b.Price) }).Price
-			spot := slices.DeleteFunc(slices.Clone(byCT[wellknown.CapacityTypeSpot]), func(o instance.Offering) bool { return o.Price > cheapestOD })
-			if len(spot) > 0 {
-				byCT[wellknown.CapacityTypeSpot] = spot
+			if o.Available && zones.Matches(o.Zone, true) && cts.Matches(o.CapacityType, true) && !l.ice.Unavailable(o.CapacityType, it.Name, o.Zone) {
+				offs = append(offs, o)
 			}
 		}
+		if len(offs) > 0 {
+			c := *it
+			c.Offerings = offs
+			candidates = append(candidates, &c)
+		}
 	}
-	offs := byCT[ct]
-	sort.SliceStable(offs, func(i, j int) bool {
-		if offs[i].Price != offs[j].Price {
-			return offs[i].Price < offs[j].Price
-		}
-		if offs[i].InstanceType != offs[j].InstanceType {
-			return offs[i].InstanceType < offs[j].InstanceType
-		}
-		return offs[i].Zone < offs[j].Zone
-	})
-	// CreateFleet offers at most instance.MaxInstanceTypes types, the
-	// cheapest; launch templates are only needed for those.
+	minValues := slices.ContainsFunc(nc.Spec.Requirements, func(r karpv1.NodeSelectorRequirementWithMinValues) bool { return r.MinValues != nil })
+	ct, order := scheduling.LaunchOrder(candidates, func(*scheduling.Offering) bool { return true }, minValues)
 	var types []*scheduling.InstanceType
 	seen := map[string]bool{}
-	kept := offs[:0:0]
-	for _, o := range offs {
-		if !seen[o.InstanceType] {
-			if len(types) == instance.MaxInstanceTypes {
-				continue
-			}
-			seen[o.InstanceType] = true
-			types = append(types, typeOf[o.InstanceType])
+	offs := make([]instance.Offering, 0, len(order))
+	for _, o := range order {
+		if !seen[o.Type.Name] {
+			seen[o.Type.Name] = true
+			types = append(types, o.Type)
 		}
-		kept = append(kept, o)
+		offs = append(offs, instance.Offering{InstanceType: o.Type.Name, Zone: o.Offering.Zone, Price: o.Offering.Price})
 	}
-	return ct, kept, types
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return ct, offs, types
 }
 
 func subnetsByZone(nc *awsv1.EC2NodeClass) map[string][]string {

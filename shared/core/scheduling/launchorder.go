@@ -1,0 +1,120 @@
+package scheduling
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"github.com/karpless/karpless/shared/core/wellknown"
+)
+
+// MaxLaunchTypes is how many instance types one launch offers EC2, the
+// cheapest: Karpenter's AWS provider caps CreateFleet overrides at 60.
+const MaxLaunchTypes = 60
+
+// LaunchOffering is one offering a launch may ask EC2 for.
+type LaunchOffering struct {
+	Type     *InstanceType
+	Offering Offering
+}
+
+// LaunchOrder is why a launch asks for what it asks: the one place both the
+// launch (what CreateFleet is offered) and the simulator's price prediction
+// (CheapestOffering) take it from. allows says whether an offering may be
+// used at all (available, in the claim's zones and capacity types, not
+// marked unavailable); minValues is set when the claim's requirements have
+// minValues. The rules are those of Karpenter's AWS provider, in its order:
+//
+//  1. Only types with an allowed offering.
+//  2. Without minValues, exotic types (metal, GPUs, accelerators) only when
+//     nothing else is left.
+//  3. Without minValues, when both spot and on-demand offerings are
+//     allowed, spot offerings dearer than the cheapest on-demand one are
+//     dropped (a large spot type must not win over a cheaper on-demand
+//     one), and types left with no offering go.
+//  4. Types by their cheapest allowed offering, ties by name; the first
+//     MaxLaunchTypes stay.
+//  5. The capacity type: reserved if any of those has an allowed reserved
+//     offering, else spot if any has a spot one, else on-demand.
+//
+// It returns that capacity type and its allowed offerings of the kept
+// types, cheapest first (ties by type, then zone); no offerings when none
+// is allowed.
+func LaunchOrder(types []*InstanceType, allows func(*Offering) bool, minValues bool) (string, []LaunchOffering) {
+	type candidate struct {
+		it       *InstanceType
+		offers   []Offering
+		cheapest float64
+	}
+	var all []candidate
+	generic := false
+	for _, it := range types {
+		c := candidate{it: it, cheapest: math.Inf(1)}
+		for i := range it.Offerings {
+			if o := &it.Offerings[i]; allows(o) {
+				c.offers = append(c.offers, *o)
+			}
+		}
+		if len(c.offers) == 0 {
+			continue
+		}
+		generic = generic || !isExotic(it)
+		all = append(all, c)
+	}
+	if !minValues && generic {
+		all = slices.DeleteFunc(all, func(c candidate) bool { return isExotic(c.it) })
+	}
+	if !minValues {
+		cheapestOD, hasSpot := math.Inf(1), false
+		for _, c := range all {
+			for _, o := range c.offers {
+				switch o.CapacityType {
+				case wellknown.CapacityTypeOnDemand:
+					cheapestOD = min(cheapestOD, o.Price)
+				case wellknown.CapacityTypeSpot:
+					hasSpot = true
+				}
+			}
+		}
+		if hasSpot && !math.IsInf(cheapestOD, 1) {
+			for i := range all {
+				all[i].offers = slices.DeleteFunc(all[i].offers, func(o Offering) bool {
+					return o.CapacityType == wellknown.CapacityTypeSpot && o.Price > cheapestOD
+				})
+			}
+			all = slices.DeleteFunc(all, func(c candidate) bool { return len(c.offers) == 0 })
+		}
+	}
+	for i := range all {
+		for _, o := range all[i].offers {
+			all[i].cheapest = min(all[i].cheapest, o.Price)
+		}
+	}
+	slices.SortStableFunc(all, func(a, b candidate) int {
+		return cmp.Or(cmp.Compare(a.cheapest, b.cheapest), cmp.Compare(a.it.Name, b.it.Name))
+	})
+	if len(all) > MaxLaunchTypes {
+		all = all[:MaxLaunchTypes]
+	}
+	ct := wellknown.CapacityTypeOnDemand
+	for _, want := range []string{wellknown.CapacityTypeReserved, wellknown.CapacityTypeSpot} {
+		if slices.ContainsFunc(all, func(c candidate) bool {
+			return slices.ContainsFunc(c.offers, func(o Offering) bool { return o.CapacityType == want })
+		}) {
+			ct = want
+			break
+		}
+	}
+	var out []LaunchOffering
+	for _, c := range all {
+		for _, o := range c.offers {
+			if o.CapacityType == ct {
+				out = append(out, LaunchOffering{Type: c.it, Offering: o})
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b LaunchOffering) int {
+		return cmp.Or(cmp.Compare(a.Offering.Price, b.Offering.Price), cmp.Compare(a.Type.Name, b.Type.Name), cmp.Compare(a.Offering.Zone, b.Offering.Zone))
+	})
+	return ct, out
+}

@@ -123,4 +123,3 @@ func (s *solver) finalize(c *claim) *NewNodeClaim {
 	out.MinValuesRelaxed = c.minRelaxed
 	return out
 }
-

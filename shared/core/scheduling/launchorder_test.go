@@ -92,8 +92,12 @@ func TestLaunchOrder(t *testing.T) {
 			allows: onlyZone("z9"), wantCT: "on-demand", want: nil,
 		},
 		{
-			name:   "unavailable offerings are never asked for",
-			types:  []*InstanceType{func() *InstanceType { it := offer("a.large", false, map[string]float64{"spot/z1": 0.02}); it.Offerings[0].Available = false; return it }()},
+			name: "unavailable offerings are never asked for",
+			types: []*InstanceType{func() *InstanceType {
+				it := offer("a.large", false, map[string]float64{"spot/z1": 0.02})
+				it.Offerings[0].Available = false
+				return it
+			}()},
 			allows: func(o *Offering) bool { return o.Available }, wantCT: "on-demand", want: nil,
 		},
 	} {

@@ -89,17 +89,19 @@ func localTick(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	// The SDK's config loader reads the process environment, as in Lambda;
-	// nothing of the user's own AWS setup may leak into the invocation.
+	// The invocation's environment is the function's (lookup below); the
+	// SDK's config loader also reads the process's, and nothing of the
+	// user's own AWS setup (a profile, a role) may leak into the invocation.
 	for _, k := range []string{"AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"} {
 		_ = os.Unsetenv(k)
 	}
 	env := st.awsEnv(name)
 	env["WATCH_WINDOW"], env["LOG_LEVEL"] = window.String(), *logLevel
-	for k, v := range env {
-		if err := os.Setenv(k, v); err != nil {
-			return err
+	lookup := func(k string) (string, bool) {
+		if v, ok := env[k]; ok {
+			return v, true
 		}
+		return os.LookupEnv(k)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -109,7 +111,7 @@ func localTick(ctx context.Context, c *cli, args []string) error {
 		InvokedFunctionArn: fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s-%s", st.Region, emulator.DefaultAccountID, st.ClusterName, name),
 	})
 	start := time.Now()
-	appEnv, err := app.Load(ctx, os.LookupEnv)
+	appEnv, err := app.Load(ctx, lookup)
 	if err != nil {
 		return fmt.Errorf("loading the %s function: %w", name, err)
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
@@ -68,6 +70,27 @@ func Load(ctx context.Context, region string, optFns ...func(*config.LoadOptions
 		return aws.Config{}, fmt.Errorf("loading AWS configuration: no region (set AWS_REGION)")
 	}
 	return cfg, nil
+}
+
+// FromLookup turns what a function's environment says of AWS into explicit
+// options, so that a caller whose environment is not the process's (the
+// CLI's local ticks) need not write it into the process: the endpoint
+// (AWS_ENDPOINT_URL), static credentials (AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) and AWS_EC2_METADATA_DISABLED.
+// What lookup does not set is left to the SDK's default chain.
+func FromLookup(lookup func(string) (string, bool)) []func(*config.LoadOptions) error {
+	get := func(k string) string { v, _ := lookup(k); return v }
+	var opts []func(*config.LoadOptions) error
+	if url := get("AWS_ENDPOINT_URL"); url != "" {
+		opts = append(opts, config.WithBaseEndpoint(url))
+	}
+	if id, secret := get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY"); id != "" && secret != "" {
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(id, secret, get("AWS_SESSION_TOKEN"))))
+	}
+	if get("AWS_EC2_METADATA_DISABLED") == "true" {
+		opts = append(opts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
+	}
+	return opts
 }
 
 // Clients are the service clients Karpless uses, built from one aws.Config.

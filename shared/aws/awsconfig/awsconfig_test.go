@@ -60,3 +60,32 @@ func TestLoadNeedsRegion(t *testing.T) {
 		t.Fatalf("cfg.Region=%q err=%v", cfg.Region, err)
 	}
 }
+
+// TestFromLookup: a caller's environment reaches the SDK's configuration
+// without passing through the process's.
+func TestFromLookup(t *testing.T) {
+	env := map[string]string{
+		"AWS_ENDPOINT_URL": "http://127.0.0.1:4566", "AWS_ACCESS_KEY_ID": "AKIDLOOKUP",
+		"AWS_SECRET_ACCESS_KEY": "secret", "AWS_SESSION_TOKEN": "token", "AWS_EC2_METADATA_DISABLED": "true",
+	}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDPROCESS")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "other")
+	cfg, err := Load(context.Background(), "us-west-2", FromLookup(lookup)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.BaseEndpoint == nil || *cfg.BaseEndpoint != env["AWS_ENDPOINT_URL"] {
+		t.Errorf("endpoint %v; want %s", cfg.BaseEndpoint, env["AWS_ENDPOINT_URL"])
+	}
+	creds, err := cfg.Credentials.Retrieve(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if creds.AccessKeyID != "AKIDLOOKUP" || creds.SessionToken != "token" {
+		t.Errorf("credentials %s/%s; want the lookup's, not the process's", creds.AccessKeyID, creds.SessionToken)
+	}
+	if none := FromLookup(func(string) (string, bool) { return "", false }); len(none) != 0 {
+		t.Errorf("%d options from an empty environment; want none (the SDK's default chain)", len(none))
+	}
+}

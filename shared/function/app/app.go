@@ -51,7 +51,7 @@ func Load(ctx context.Context, lookup func(string) (string, bool)) (*Env, error)
 		return nil, fmt.Errorf("configuration: %w", err)
 	}
 	log := record.NewLogger(os.Stdout, cfg.LogLevel)
-	aws, err := awsconfig.LoadClients(ctx, cfg.Region)
+	aws, err := awsconfig.LoadClients(ctx, cfg.Region, awsconfig.FromLookup(lookup)...)
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ import (
 	"github.com/karpless/karpless/shared/aws/pricing"
 	"github.com/karpless/karpless/shared/aws/unavailable"
 	"github.com/karpless/karpless/shared/core/wellknown"
-	"github.com/karpless/karpless/shared/kube/kubetest"
+	"github.com/karpless/karpless/shared/local/kubetest"
 	"github.com/karpless/karpless/shared/local/whatif"
 )
 

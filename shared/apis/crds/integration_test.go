@@ -24,7 +24,7 @@ import (
 	"github.com/karpless/karpless/shared/apis/crds"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/kube"
-	"github.com/karpless/karpless/shared/kube/kubetest"
+	"github.com/karpless/karpless/shared/local/kubetest"
 )
 
 var env *kubetest.Env

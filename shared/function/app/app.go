@@ -18,6 +18,7 @@ import (
 	"github.com/karpless/karpless/shared/aws/launchtemplate"
 	"github.com/karpless/karpless/shared/aws/nodeclass"
 	"github.com/karpless/karpless/shared/aws/pricing"
+	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/function/record"
@@ -96,8 +97,8 @@ func (e *Env) Provisioner() *provision.Provisioner {
 // Templates adapts the launch template provider to the provisioner.
 type Templates struct{ P *launchtemplate.Provider }
 
-// Ensure implements provision.Templates.
-func (t Templates) Ensure(ctx context.Context, r provision.TemplateRequest) ([]instance.LaunchTemplate, error) {
+// Ensure implements cloud.Templates.
+func (t Templates) Ensure(ctx context.Context, r cloud.TemplateRequest) ([]instance.LaunchTemplate, error) {
 	lts, err := t.P.Ensure(ctx, launchtemplate.Request(r))
 	if err != nil {
 		return nil, err

@@ -11,7 +11,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/karpless/karpless/shared/kube/kubetest"
+	"github.com/karpless/karpless/shared/local/kubetest"
 )
 
 var env *kubetest.Env

@@ -19,7 +19,7 @@ import (
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 
 	"github.com/karpless/karpless/shared/kube"
-	"github.com/karpless/karpless/shared/kube/kubetest"
+	"github.com/karpless/karpless/shared/local/kubetest"
 )
 
 var env *kubetest.Env

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/karpless/karpless/shared/kube/kubetest"
+	"github.com/karpless/karpless/shared/local/kubetest"
 	"github.com/karpless/karpless/shared/local/controlplane"
 )
 

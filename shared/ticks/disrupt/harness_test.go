@@ -35,7 +35,7 @@ import (
 	"github.com/karpless/karpless/shared/function/app"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/kube"
-	"github.com/karpless/karpless/shared/kube/kubetest"
+	"github.com/karpless/karpless/shared/local/kubetest"
 	"github.com/karpless/karpless/shared/local/controlplane/kubechaos"
 	"github.com/karpless/karpless/shared/local/deploy"
 	"github.com/karpless/karpless/shared/local/emulator"

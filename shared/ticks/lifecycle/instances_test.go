@@ -15,7 +15,7 @@ import (
 	"github.com/karpless/karpless/shared/aws/instance"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
-	"github.com/karpless/karpless/shared/kube/kubetest"
+	"github.com/karpless/karpless/shared/local/kubetest"
 )
 
 var env *kubetest.Env

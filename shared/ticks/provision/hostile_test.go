@@ -17,13 +17,13 @@ import (
 	"github.com/karpless/karpless/shared/aws/awserr"
 	"github.com/karpless/karpless/shared/aws/instance"
 	"github.com/karpless/karpless/shared/aws/unavailable"
+	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/local/deploy"
 	"github.com/karpless/karpless/shared/local/emulator"
 	"github.com/karpless/karpless/shared/local/testworld"
-	"github.com/karpless/karpless/shared/ticks/provision"
 )
 
 // xlargePool is a NodePool of 4-vCPU types: a pod of 3 cpu needs a node of
@@ -146,7 +146,7 @@ func TestLaunchWaitsForIAMPropagation(t *testing.T) {
 	// Every rejection moved the claim to a new token; the one that launched
 	// is the one the claim records.
 	assertNoTokenReuse(t, w.Emu)
-	attempt, _ := strconv.Atoi(nc.Annotations[provision.LaunchAttemptAnnotation])
+	attempt, _ := strconv.Atoi(nc.Annotations[cloud.LaunchAttemptAnnotation])
 	var launchedWith string
 	for _, c := range fleetCalls(w.Emu) {
 		if c.Launched {

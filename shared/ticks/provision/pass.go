@@ -11,10 +11,7 @@ import (
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/aws/nodeclass"
-	"github.com/karpless/karpless/shared/aws/pricing"
-	"github.com/karpless/karpless/shared/aws/unavailable"
-	"github.com/karpless/karpless/shared/core/catalog"
-	"github.com/karpless/karpless/shared/core/instancetype"
+	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/planning"
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/function/record"
@@ -28,8 +25,7 @@ var podGVK = corev1.SchemeGroupVersion.WithKind("Pod")
 
 // invocation is what one tick reads once and reuses across its passes.
 type invocation struct {
-	book     *pricing.Book
-	ice      *unavailable.Cache
+	cloud    *cloud.Cloud
 	resolved map[string]bool // EC2NodeClass UID/generation resolved this tick
 	// guard, when set, is checked before every NodeClaim is created and
 	// every instance launched: it fails once the invocation no longer holds
@@ -82,10 +78,10 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 		return res, err
 	}
 	res.snapshotBytes = snap.Stats.BytesRead
-	if err := p.loadICE(ctx, inv); err != nil {
+	if err := p.openCloud(ctx, inv); err != nil {
 		return res, err
 	}
-	defer p.saveICE(ctx, inv)
+	defer inv.cloud.Close(ctx)
 	var errs []error
 	// A class that cannot be resolved now (one throttled call) keeps the
 	// status it last resolved to: the other classes, and the claims of
@@ -94,21 +90,15 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 		errs = append(errs, err)
 		p.Log.Warn("resolving ec2nodeclasses; using their last resolved status", "error", err)
 	}
-	if inv.book == nil && len(snap.NodeClasses) > 0 {
-		if inv.book, err = p.Prices.Get(ctx); err != nil {
-			return res, errors.Join(append(errs, err)...)
-		}
-	}
-	views, classes, err := p.instanceTypes(snap.NodeClasses, inv)
-	if err != nil {
+	if err := inv.cloud.Use(ctx, snap.NodeClasses); err != nil {
 		return res, errors.Join(append(errs, err)...)
 	}
-	lr, err := p.reconcileClaims(ctx, inv, views, snap.NodeClaims, snap.Nodes)
+	classes := inv.cloud.InstanceTypes()
+	lr, err := p.reconcileClaims(ctx, inv, snap.NodeClaims, snap.Nodes)
 	res.lifecycle = lr.lifecycle
 	if err != nil {
 		errs = append(errs, err)
 	}
-	launch := &launcher{p: p, classes: views, ice: inv.ice, cluster: p.Cluster, guard: inv.guard}
 	pending := planning.PodsToProvision(snap)
 	res.pending = len(pending)
 	res.work = len(pending) > 0 || res.lifecycle.InFlight > 0
@@ -141,8 +131,8 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 	}
 	var created []*karpv1.NodeClaim
 	for _, n := range results.NewNodeClaims {
-		np, view := pools[n.NodePool], views[n.NodeClass]
-		if np == nil || view == nil {
+		np, nc := pools[n.NodePool], inv.cloud.NodeClass(n.NodeClass)
+		if np == nil || nc == nil {
 			errs = append(errs, fmt.Errorf("simulation chose unknown nodepool %q or node class %q", n.NodePool, n.NodeClass))
 			continue
 		}
@@ -150,7 +140,7 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 			errs = append(errs, err)
 			break
 		}
-		claim, err := p.Kube.NodeClaims.Create(ctx, planning.NodeClaimFor(np, view.nc, n), metav1.CreateOptions{})
+		claim, err := p.Kube.NodeClaims.Create(ctx, planning.NodeClaimFor(np, nc, n), metav1.CreateOptions{})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("creating nodeclaim for nodepool %s: %w", np.Name, err))
 			continue
@@ -167,44 +157,21 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 	}
 	// The claims are durable: a launch that fails here is retried by the
 	// next pass.
-	errs = append(errs, launch.launchAll(ctx, created))
-	res.launched = int(launch.launched.Load())
+	before := inv.cloud.Launched()
+	errs = append(errs, inv.cloud.LaunchAll(ctx, created))
+	res.launched = inv.cloud.Launched() - before
 	return res, errors.Join(errs...)
 }
 
 // reconcileClaims advances each claim one lifecycle step, launching the
 // ones not launched yet with the pass's view of offerings.
-func (p *Provisioner) reconcileClaims(ctx context.Context, inv *invocation, views map[string]*classView, claims []*karpv1.NodeClaim, nodes []*corev1.Node) (passResult, error) {
-	launch := &launcher{p: p, classes: views, ice: inv.ice, cluster: p.Cluster, guard: inv.guard}
+func (p *Provisioner) reconcileClaims(ctx context.Context, inv *invocation, claims []*karpv1.NodeClaim, nodes []*corev1.Node) (passResult, error) {
 	lc := &lifecycle.Lifecycle{
-		Kube: p.Kube, Instances: p.Instances, Launcher: launch, Cluster: p.Config.ClusterName,
+		Kube: p.Kube, Instances: p.Instances, Launcher: inv.cloud, Cluster: p.Config.ClusterName,
 		Clock: p.Clock, Log: p.Log, Events: p.Events, Metrics: p.Metrics, RegistrationTTL: p.Config.RegistrationTTL,
 	}
 	s, err := lc.Reconcile(ctx, claims, nodes)
 	return passResult{lifecycle: s}, err
-}
-
-func (p *Provisioner) loadICE(ctx context.Context, inv *invocation) error {
-	if inv.ice != nil {
-		return nil
-	}
-	c, err := unavailable.Load(ctx, p.Kube.Core.CoreV1(), p.Config.Namespace, p.Config.UnavailableOfferingsTTL, p.Clock)
-	if err != nil {
-		return err
-	}
-	inv.ice = c
-	return nil
-}
-
-// saveICE persists marks made in this invocation; losing them only costs a
-// repeated capacity error, so a failure is logged.
-func (p *Provisioner) saveICE(ctx context.Context, inv *invocation) {
-	if inv.ice == nil {
-		return
-	}
-	if err := inv.ice.Save(ctx); err != nil {
-		p.Log.Warn("saving unavailable offerings", "error", err)
-	}
 }
 
 // resolveNodeClasses refreshes the status of each EC2NodeClass that is
@@ -239,31 +206,4 @@ func (p *Provisioner) resolveNodeClasses(ctx context.Context, inv *invocation, n
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// instanceTypes builds each node class's launchable instance types.
-func (p *Provisioner) instanceTypes(ncs []*awsv1.EC2NodeClass, inv *invocation) (map[string]*classView, map[string]*scheduling.NodeClass, error) {
-	views := map[string]*classView{}
-	classes := map[string]*scheduling.NodeClass{}
-	for _, nc := range ncs {
-		family := nodeclass.Family(nc)
-		cfg := catalog.NodeConfigFor(nc, family)
-		cfg.ReservedENIs += int64(p.Config.ReservedENIs)
-		prices := instancetype.Prices{}
-		if book := inv.book; book != nil {
-			prices.Spot = book.Spot
-			if len(book.Zones) > 0 {
-				prices.Offered = book.Offered
-			}
-		}
-		unavailable := inv.ice.Unavailable
-		types, err := instancetype.Build(p.Catalog, cfg, instancetype.Zones(nc), prices, unavailable)
-		if err != nil {
-			return nil, nil, fmt.Errorf("instance types of ec2nodeclass %s: %w", nc.Name, err)
-		}
-		types = instancetype.FilterByAMIs(types, nc.Status.AMIs)
-		views[nc.Name] = &classView{nc: nc, types: types}
-		classes[nc.Name] = &scheduling.NodeClass{Name: nc.Name, Ready: nodeclass.IsReady(nc) && nc.DeletionTimestamp == nil, InstanceTypes: types}
-	}
-	return views, classes, nil
 }

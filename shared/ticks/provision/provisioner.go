@@ -19,11 +19,9 @@ import (
 	"time"
 
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
-	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/aws/instance"
-	"github.com/karpless/karpless/shared/aws/pricing"
+	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/catalog"
-	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/kube"
@@ -40,25 +38,6 @@ type NodeClassResolver interface {
 	Resolve(ctx context.Context, nc *awsv1.EC2NodeClass, cluster eksauth.ClusterInfo) (awsv1.EC2NodeClassStatus, error)
 }
 
-// TemplateRequest is what a launch template set is built from.
-type TemplateRequest struct {
-	NodeClass     *awsv1.EC2NodeClass
-	NodeClaim     *karpv1.NodeClaim
-	InstanceTypes []*scheduling.InstanceType
-	CapacityType  string
-	Cluster       eksauth.ClusterInfo
-}
-
-// Templates ensures launch templates exist for a launch, one per AMI group.
-type Templates interface {
-	Ensure(ctx context.Context, r TemplateRequest) ([]instance.LaunchTemplate, error)
-}
-
-// Prices is where offerings and spot prices come from.
-type Prices interface {
-	Get(ctx context.Context) (*pricing.Book, error)
-}
-
 // Provisioner holds the clients and settings of the provisioning tick; it
 // keeps no data between invocations.
 type Provisioner struct {
@@ -66,8 +45,8 @@ type Provisioner struct {
 	Kube      *kube.Clients
 	Instances *instance.Provider
 	Resolver  NodeClassResolver
-	Templates Templates
-	Prices    Prices
+	Templates cloud.Templates
+	Prices    cloud.Prices
 	Catalog   *catalog.Catalog
 	// Cluster returns the cluster facts user data needs (cached by the caller).
 	Cluster func(ctx context.Context) (eksauth.ClusterInfo, error)
@@ -106,6 +85,26 @@ func (s *Summary) add(p passResult) {
 	s.Retired += p.lifecycle.Retired
 	s.Unschedulable = p.unschedulable
 	s.SnapshotBytes += p.snapshotBytes
+}
+
+// openCloud opens the invocation's view of EC2 (once) with the guard it
+// carries.
+func (p *Provisioner) openCloud(ctx context.Context, inv *invocation) error {
+	if inv.cloud != nil {
+		return nil
+	}
+	c, err := cloud.Open(ctx, cloud.Deps{
+		ClusterName: p.Config.ClusterName, Namespace: p.Config.Namespace, ReservedENIs: p.Config.ReservedENIs,
+		UnavailableOfferingsTTL: p.Config.UnavailableOfferingsTTL, Kube: p.Kube, Instances: p.Instances,
+		Templates: p.Templates, Prices: p.Prices, Catalog: p.Catalog, Cluster: p.Cluster,
+		Clock: p.Clock, Log: p.Log, Events: p.Events, Metrics: p.Metrics,
+	})
+	if err != nil {
+		return err
+	}
+	c.Guard(inv.guard)
+	inv.cloud = c
+	return nil
 }
 
 func (p *Provisioner) validate() error {

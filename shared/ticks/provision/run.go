@@ -208,10 +208,10 @@ func (p *Provisioner) advance(ctx context.Context, inv *invocation, sum *Summary
 	if len(moving) == 0 {
 		return nil
 	}
-	if err := p.loadICE(ctx, inv); err != nil {
+	if err := p.openCloud(ctx, inv); err != nil {
 		return err
 	}
-	defer p.saveICE(ctx, inv)
+	defer inv.cloud.Close(ctx)
 	ns, err := p.nodesOf(ctx, moving)
 	if err != nil {
 		return err
@@ -224,11 +224,10 @@ func (p *Provisioner) advance(ctx context.Context, inv *invocation, sum *Summary
 	for i := range classes.Items {
 		ncs = append(ncs, &classes.Items[i])
 	}
-	views, _, err := p.instanceTypes(ncs, inv)
-	if err != nil {
+	if err := inv.cloud.Use(ctx, ncs); err != nil {
 		return err
 	}
-	r, err := p.reconcileClaims(ctx, inv, views, moving, ns)
+	r, err := p.reconcileClaims(ctx, inv, moving, ns)
 	sum.add(passResult{lifecycle: r.lifecycle})
 	return err
 }

@@ -16,6 +16,7 @@ import (
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/aws/instance"
 	"github.com/karpless/karpless/shared/aws/unavailable"
+	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/function/config"
@@ -162,7 +163,7 @@ func TestSpotFallsBackToOnDemand(t *testing.T) {
 	if slices.Contains(spotTokens, launchedWith) {
 		t.Errorf("on-demand launched with the token %s of a spot attempt that launched nothing", launchedWith)
 	}
-	attempt, _ := strconv.Atoi(nc.Annotations[provision.LaunchAttemptAnnotation])
+	attempt, _ := strconv.Atoi(nc.Annotations[cloud.LaunchAttemptAnnotation])
 	if attempt < 1 || launchedWith != instance.ClientToken(string(nc.UID), attempt) {
 		t.Errorf("launched with token %s; the claim records attempt %d (token %s)", launchedWith, attempt, instance.ClientToken(string(nc.UID), attempt))
 	}

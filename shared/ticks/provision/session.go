@@ -23,10 +23,8 @@ import (
 // launch makes are saved by Close. It does not refresh EC2NodeClass status;
 // the provisioner's tick does.
 type Session struct {
-	p       *Provisioner
-	inv     *invocation
-	views   map[string]*classView
-	classes map[string]*scheduling.NodeClass
+	p   *Provisioner
+	inv *invocation
 }
 
 // NewSession reads prices and capacity marks and builds the launchable
@@ -37,19 +35,10 @@ func (p *Provisioner) NewSession(ctx context.Context, nodeClasses []*awsv1.EC2No
 	}
 	p.prepare()
 	s := &Session{p: p, inv: &invocation{resolved: map[string]bool{}}}
-	if err := p.loadICE(ctx, s.inv); err != nil {
+	if err := p.openCloud(ctx, s.inv); err != nil {
 		return nil, err
 	}
-	if len(nodeClasses) > 0 {
-		book, err := p.Prices.Get(ctx)
-		if err != nil {
-			return nil, err
-		}
-		s.inv.book = book
-	}
-	var err error
-	s.views, s.classes, err = p.instanceTypes(nodeClasses, s.inv)
-	if err != nil {
+	if err := s.inv.cloud.Use(ctx, nodeClasses); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -57,11 +46,14 @@ func (p *Provisioner) NewSession(ctx context.Context, nodeClasses []*awsv1.EC2No
 
 // Guard makes every NodeClaim creation and launch of the session check g
 // first (the borrower's lease): a session that outlives its lease stops.
-func (s *Session) Guard(g func(context.Context) error) { s.inv.guard = g }
+func (s *Session) Guard(g func(context.Context) error) {
+	s.inv.guard = g
+	s.inv.cloud.Guard(g)
+}
 
 // Classes are the launchable instance types per EC2NodeClass name, as the
 // simulator takes them (see SimulationInput).
-func (s *Session) Classes() map[string]*scheduling.NodeClass { return s.classes }
+func (s *Session) Classes() map[string]*scheduling.NodeClass { return s.inv.cloud.InstanceTypes() }
 
 // NewClaim asks CreateAndLaunch for one NodeClaim.
 type NewClaim struct {
@@ -90,12 +82,11 @@ func (s *Session) CreateAndLaunch(ctx context.Context, claims []NewClaim) ([]*ka
 	for i := range list.Items {
 		pools[list.Items[i].Name] = &list.Items[i]
 	}
-	launch := &launcher{p: p, classes: s.views, ice: s.inv.ice, cluster: p.Cluster, guard: s.inv.guard}
 	out := make([]*karpv1.NodeClaim, len(claims))
 	var errs []error
 	for i, c := range claims {
-		np, view := pools[c.Claim.NodePool], s.views[c.Claim.NodeClass]
-		if np == nil || view == nil {
+		np, nc := pools[c.Claim.NodePool], s.inv.cloud.NodeClass(c.Claim.NodeClass)
+		if np == nil || nc == nil {
 			errs = append(errs, fmt.Errorf("unknown nodepool %q or node class %q", c.Claim.NodePool, c.Claim.NodeClass))
 			continue
 		}
@@ -103,7 +94,7 @@ func (s *Session) CreateAndLaunch(ctx context.Context, claims []NewClaim) ([]*ka
 			errs = append(errs, err)
 			break
 		}
-		obj := planning.NodeClaimFor(np, view.nc, c.Claim)
+		obj := planning.NodeClaimFor(np, nc, c.Claim)
 		maps.Copy(obj.Annotations, c.Annotations)
 		if c.Name != "" {
 			obj.Name, obj.GenerateName = c.Name, ""
@@ -131,7 +122,7 @@ func (s *Session) CreateAndLaunch(ctx context.Context, claims []NewClaim) ([]*ka
 		if claim.IsTrue(karpv1.ConditionTypeLaunched) || claim.DeletionTimestamp != nil {
 			continue
 		}
-		launched, err := launch.Launch(ctx, claim)
+		launched, err := s.inv.cloud.Launch(ctx, claim)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("nodeclaim %s: %w", claim.Name, err))
 			continue
@@ -146,9 +137,9 @@ func (s *Session) CreateAndLaunch(ctx context.Context, claims []NewClaim) ([]*ka
 // Advance takes one lifecycle step (launch, register, initialize) on each
 // of claims, given the cluster's nodes, as the provisioner's tick would.
 func (s *Session) Advance(ctx context.Context, claims []*karpv1.NodeClaim, nodes []*corev1.Node) (lifecycle.Summary, error) {
-	r, err := s.p.reconcileClaims(ctx, s.inv, s.views, claims, nodes)
+	r, err := s.p.reconcileClaims(ctx, s.inv, claims, nodes)
 	return r.lifecycle, err
 }
 
 // Close saves the capacity marks the session's launches made.
-func (s *Session) Close(ctx context.Context) { s.p.saveICE(ctx, s.inv) }
+func (s *Session) Close(ctx context.Context) { s.inv.cloud.Close(ctx) }

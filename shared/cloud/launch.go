@@ -1,4 +1,4 @@
-package provision
+package cloud
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,13 +20,11 @@ import (
 	"github.com/karpless/karpless/shared/aws/awserr"
 	"github.com/karpless/karpless/shared/aws/instance"
 	"github.com/karpless/karpless/shared/aws/nodeclass"
-	"github.com/karpless/karpless/shared/aws/unavailable"
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/function/tick"
-	"github.com/karpless/karpless/shared/kube/eksauth"
 )
 
 // LaunchAttemptAnnotation counts definitive launch failures of a NodeClaim;
@@ -51,26 +48,6 @@ const maxTemplateWaits = 5
 
 var nodeClaimGVK = karpv1.SchemeGroupVersion.WithKind("NodeClaim")
 
-// launcher launches NodeClaims with the pass's view of node classes,
-// instance types and unavailable offerings.
-type launcher struct {
-	p       *Provisioner
-	classes map[string]*classView
-	ice     *unavailable.Cache
-	cluster func(ctx context.Context) (eksauth.ClusterInfo, error)
-	// guard, when set, is called before every CreateFleet and fails when
-	// this invocation no longer holds the provisioning lease.
-	guard func(context.Context) error
-	// launched counts successful launches in this pass (launches run in
-	// parallel).
-	launched atomic.Int64
-}
-
-type classView struct {
-	nc    *awsv1.EC2NodeClass
-	types []*scheduling.InstanceType
-}
-
 // Launch starts the claim's instance, or adopts one a previous tick started.
 // It returns the updated claim, or nil when the claim cannot launch now (its
 // node class is not ready, or an earlier launch is still to be seen) or was
@@ -81,8 +58,8 @@ type classView struct {
 // every answer that launched nothing, since EC2 replays that answer to any
 // retry with the same token; it does not advance when no answer came (the
 // call may have been applied, and the same token then returns its result).
-func (l *launcher) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
-	existing, err := l.p.Instances.ForNodeClaim(ctx, nc.Name)
+func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	existing, err := c.Instances.ForNodeClaim(ctx, nc.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -94,67 +71,67 @@ func (l *launcher) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.No
 			for _, i := range existing[1:] {
 				extra = append(extra, i.ID)
 			}
-			if err := l.p.Instances.Terminate(ctx, extra...); err != nil {
+			if err := c.Instances.Terminate(ctx, extra...); err != nil {
 				return nil, err
 			}
 		}
-		l.p.Log.Info("adopting instance launched by an earlier tick", "nodeclaim", nc.Name, "instance", keep.ID)
-		return l.record(ctx, nc, &keep)
+		c.Log.Info("adopting instance launched by an earlier tick", "nodeclaim", nc.Name, "instance", keep.ID)
+		return c.record(ctx, nc, &keep)
 	}
 	if nc.Spec.NodeClassRef == nil {
 		return nil, errors.New("nodeclaim has no nodeClassRef")
 	}
-	view := l.classes[nc.Spec.NodeClassRef.Name]
+	view := c.views[nc.Spec.NodeClassRef.Name]
 	if view == nil {
-		l.p.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "NodeClassNotReady", "EC2NodeClass %s not found", nc.Spec.NodeClassRef.Name)
+		c.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "NodeClassNotReady", "EC2NodeClass %s not found", nc.Spec.NodeClassRef.Name)
 		return nil, nil
 	}
 	if !nodeclass.IsReady(view.nc) {
-		l.p.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "NodeClassNotReady", "EC2NodeClass %s is not ready", view.nc.Name)
+		c.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "NodeClassNotReady", "EC2NodeClass %s is not ready", view.nc.Name)
 		return nil, nil
 	}
 	attempt, _ := strconv.Atoi(nc.Annotations[LaunchAttemptAnnotation])
 	calls, waits := 0, 0
 	for calls < maxFleetCallsPerLaunch {
-		capacityType, offerings, types := l.offerings(nc, view)
+		capacityType, offerings, types := c.offerings(nc, view)
 		if len(offerings) == 0 {
-			return nil, l.retire(ctx, nc, "no offering of its instance types is available (all marked unavailable or filtered out)")
+			return nil, c.retire(ctx, nc, "no offering of its instance types is available (all marked unavailable or filtered out)")
 		}
-		info, err := l.cluster(ctx)
+		info, err := c.Cluster(ctx)
 		if err != nil {
 			return nil, err
 		}
-		templates, err := l.p.Templates.Ensure(ctx, TemplateRequest{
+		templates, err := c.Templates.Ensure(ctx, TemplateRequest{
 			NodeClass: view.nc, NodeClaim: nc, InstanceTypes: types, CapacityType: capacityType, Cluster: info,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("ensuring launch templates: %w", err)
 		}
-		if err := l.hold(ctx); err != nil {
+		if err := c.hold(ctx); err != nil {
 			return nil, err
 		}
-		res, err := l.p.Instances.Create(ctx, instance.Request{
+		res, err := c.Instances.Create(ctx, instance.Request{
 			NodeClaimName: nc.Name, NodeClaimUID: string(nc.UID), Attempt: attempt,
 			CapacityType: capacityType, Offerings: offerings, LaunchTemplates: templates,
-			Subnets: subnetsByZone(view.nc), Tags: l.instanceTags(nc, view.nc),
+			Subnets: subnetsByZone(view.nc), Tags: c.instanceTags(nc, view.nc),
 			Context: deref(view.nc.Spec.Context),
 		})
-		l.markUnavailable(nc, capacityType, res.Errors)
+		c.markUnavailable(nc, capacityType, res.Errors)
 		if awserr.Code(err) != "InvalidLaunchTemplateName.NotFoundException" {
 			waits = 0 // EC2 listed this call's templates; the next may need new ones
 		}
 		switch {
 		case err == nil:
-			l.launched.Add(1)
-			return l.record(ctx, nc, res.Instance)
+			c.launched.Add(1)
+			return c.record(ctx, nc, res.Instance)
 		case errors.Is(err, instance.ErrAlreadyRequested):
 			// ForNodeClaim above listed no instance of the claim.
-			spent, err := l.tokenSpent(ctx, nc, attempt)
+			spent, err := c.tokenSpent(ctx, nc, attempt)
 			if err != nil || !spent {
 				return nil, err
 			}
 			attempt++
-			if err := l.setAttempt(ctx, nc, attempt); err != nil {
+			if err := c.setAttempt(ctx, nc, attempt); err != nil {
 				return nil, err
 			}
 			calls++
@@ -167,19 +144,19 @@ func (l *launcher) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.No
 			if waits++; waits > maxTemplateWaits {
 				return nil, fmt.Errorf("EC2 did not list the launch templates after %d waits: %w", maxTemplateWaits, err)
 			}
-			l.p.Log.Info("launch template not found; ensuring it again", "nodeclaim", nc.Name, "wait", waits)
-			if err := tick.Sleep(ctx, l.p.Clock, timing.LaunchTemplateWait); err != nil {
+			c.Log.Info("launch template not found; ensuring it again", "nodeclaim", nc.Name, "wait", waits)
+			if err := tick.Sleep(ctx, c.Clock, timing.LaunchTemplateWait); err != nil {
 				return nil, err
 			}
 			continue
 		case errors.Is(err, instance.ErrNothingLaunched):
 			calls++
 			attempt++
-			if err := l.setAttempt(ctx, nc, attempt); err != nil {
+			if err := c.setAttempt(ctx, nc, attempt); err != nil {
 				return nil, err
 			}
 			if errors.Is(err, instance.ErrNoCapacity) {
-				l.p.Log.Info("no capacity for the offerings tried; retrying with the rest", "nodeclaim", nc.Name, "attempt", attempt, "capacity_type", capacityType, "offerings_tried", len(res.Errors), "codes", fleetCodes(res.Errors))
+				c.Log.Info("no capacity for the offerings tried; retrying with the rest", "nodeclaim", nc.Name, "attempt", attempt, "capacity_type", capacityType, "offerings_tried", len(res.Errors), "codes", fleetCodes(res.Errors))
 				continue
 			}
 			// Not a capacity error (an instance profile IAM does not know
@@ -210,9 +187,9 @@ func fleetCodes(errs []instance.FleetError) map[string]int {
 // parallel too.
 const maxParallelLaunches = 8
 
-// launchAll launches claims in parallel, at most maxParallelLaunches at a
+// LaunchAll launches claims in parallel, at most maxParallelLaunches at a
 // time, and returns what failed.
-func (l *launcher) launchAll(ctx context.Context, claims []*karpv1.NodeClaim) error {
+func (c *Cloud) LaunchAll(ctx context.Context, claims []*karpv1.NodeClaim) error {
 	errs := make([]error, len(claims))
 	sem := make(chan struct{}, maxParallelLaunches)
 	var wg sync.WaitGroup
@@ -221,7 +198,7 @@ func (l *launcher) launchAll(ctx context.Context, claims []*karpv1.NodeClaim) er
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if _, err := l.Launch(ctx, claim); err != nil {
+			if _, err := c.Launch(ctx, claim); err != nil {
 				errs[i] = fmt.Errorf("nodeclaim %s: %w", claim.Name, err)
 			}
 		}()
@@ -232,35 +209,35 @@ func (l *launcher) launchAll(ctx context.Context, claims []*karpv1.NodeClaim) er
 
 // hold checks, before a launch, that this invocation may still act (the
 // provisioning lease is held); nil hold means the caller holds no lease.
-func (l *launcher) hold(ctx context.Context) error {
-	if l.guard == nil {
+func (c *Cloud) hold(ctx context.Context) error {
+	if c.guard == nil {
 		return nil
 	}
-	if err := l.guard(ctx); err != nil {
+	if err := c.guard(ctx); err != nil {
 		return fmt.Errorf("before launching: %w", err)
 	}
 	return nil
 }
 
 // markUnavailable records the capacity errors of a fleet answer.
-func (l *launcher) markUnavailable(nc *karpv1.NodeClaim, capacityType string, errs []instance.FleetError) {
+func (c *Cloud) markUnavailable(nc *karpv1.NodeClaim, capacityType string, errs []instance.FleetError) {
 	slr := false
 	for _, e := range errs {
 		switch {
 		case capacityType == wellknown.CapacityTypeSpot && awserr.IsSpotServiceLinkedRoleMissing(e.Code):
 			slr = true
 		case e.InstanceType != "" && e.Zone != "" && awserr.IsCapacityCode(e.Code):
-			l.ice.Mark(capacityType, e.InstanceType, e.Zone, e.Code)
+			c.ice.Mark(capacityType, e.InstanceType, e.Zone, e.Code)
 		default:
 			continue
 		}
-		l.p.Metrics.Count("karpenter_cloudprovider_instance_launch_failures_total", 1, map[string]string{"zone": e.Zone, "capacity_type": capacityType, "reason": e.Code})
+		c.Metrics.Count("karpenter_cloudprovider_instance_launch_failures_total", 1, map[string]string{"zone": e.Zone, "capacity_type": capacityType, "reason": e.Code})
 	}
 	if slr {
 		// No spot launch can succeed until someone creates the role: take
 		// spot out everywhere so on-demand is tried at once (as Karpenter).
-		l.ice.MarkCapacityType(wellknown.CapacityTypeSpot, awserr.SpotServiceLinkedRoleMissing)
-		l.p.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "SpotServiceLinkedRoleCreationFailure",
+		c.ice.MarkCapacityType(wellknown.CapacityTypeSpot, awserr.SpotServiceLinkedRoleMissing)
+		c.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "SpotServiceLinkedRoleCreationFailure",
 			"Attempted to launch a spot instance but failed due to %q", awserr.SpotServiceLinkedRoleMissing)
 	}
 }
@@ -277,20 +254,20 @@ const LaunchUnresolvedAnnotation = "karpless.dev/launch-token-unresolved"
 // by fleet id, which a lost answer never told us, so the evidence is the
 // claim's tag: an instance is never launched a second time on a guess,
 // only once none has shown up for timing.TokenPatience.
-func (l *launcher) tokenSpent(ctx context.Context, nc *karpv1.NodeClaim, attempt int) (bool, error) {
+func (c *Cloud) tokenSpent(ctx context.Context, nc *karpv1.NodeClaim, attempt int) (bool, error) {
 	since, ok := unresolvedSince(nc, attempt)
 	if !ok {
-		v := fmt.Sprintf("%d/%s", attempt, l.p.Clock.Now().UTC().Format(time.RFC3339))
-		if err := l.p.Kube.AnnotateNodeClaim(ctx, nc, map[string]*string{LaunchUnresolvedAnnotation: &v}); err != nil {
+		v := fmt.Sprintf("%d/%s", attempt, c.Clock.Now().UTC().Format(time.RFC3339))
+		if err := c.Kube.AnnotateNodeClaim(ctx, nc, map[string]*string{LaunchUnresolvedAnnotation: &v}); err != nil {
 			return false, fmt.Errorf("recording an unresolved launch: %w", err)
 		}
-		l.p.Log.Info("EC2 has used this launch token; waiting for its instance to be listed", "nodeclaim", nc.Name, "attempt", attempt)
+		c.Log.Info("EC2 has used this launch token; waiting for its instance to be listed", "nodeclaim", nc.Name, "attempt", attempt)
 		return false, nil
 	}
-	if l.p.Clock.Since(since) < timing.TokenPatience {
+	if c.Clock.Since(since) < timing.TokenPatience {
 		return false, nil
 	}
-	l.p.Log.Warn("no instance of an earlier launch appeared; trying the next token", "nodeclaim", nc.Name, "attempt", attempt, "since", since)
+	c.Log.Warn("no instance of an earlier launch appeared; trying the next token", "nodeclaim", nc.Name, "attempt", attempt, "since", since)
 	return true, nil
 }
 
@@ -307,7 +284,7 @@ func unresolvedSince(nc *karpv1.NodeClaim, attempt int) (time.Time, bool) {
 // scheduling.LaunchOrder (the rules the simulator's price prediction uses
 // too), over the claim's types and the offerings its requirements allow
 // and the unavailable offerings do not rule out.
-func (l *launcher) offerings(nc *karpv1.NodeClaim, view *classView) (string, []instance.Offering, []*scheduling.InstanceType) {
+func (c *Cloud) offerings(nc *karpv1.NodeClaim, view *classView) (string, []instance.Offering, []*scheduling.InstanceType) {
 	reqs := scheduling.RequirementsFromNodePool(nc.Spec.Requirements)
 	allowedType := reqs.Get(wellknown.InstanceTypeLabel)
 	zones, cts := reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)
@@ -318,14 +295,14 @@ func (l *launcher) offerings(nc *karpv1.NodeClaim, view *classView) (string, []i
 		}
 		var offs []scheduling.Offering
 		for _, o := range it.Offerings {
-			if o.Available && zones.Matches(o.Zone, true) && cts.Matches(o.CapacityType, true) && !l.ice.Unavailable(o.CapacityType, it.Name, o.Zone) {
+			if o.Available && zones.Matches(o.Zone, true) && cts.Matches(o.CapacityType, true) && !c.ice.Unavailable(o.CapacityType, it.Name, o.Zone) {
 				offs = append(offs, o)
 			}
 		}
 		if len(offs) > 0 {
-			c := *it
-			c.Offerings = offs
-			candidates = append(candidates, &c)
+			cp := *it
+			cp.Offerings = offs
+			candidates = append(candidates, &cp)
 		}
 	}
 	minValues := slices.ContainsFunc(nc.Spec.Requirements, func(r karpv1.NodeSelectorRequirementWithMinValues) bool { return r.MinValues != nil })
@@ -354,21 +331,21 @@ func subnetsByZone(nc *awsv1.EC2NodeClass) map[string][]string {
 // instanceTags are the tags every resource of the launch carries: the
 // class's tags with Karpenter's static keys on top (they win), and the
 // claim's name so the instance can be found if this tick dies.
-func (l *launcher) instanceTags(nc *karpv1.NodeClaim, class *awsv1.EC2NodeClass) map[string]string {
+func (c *Cloud) instanceTags(nc *karpv1.NodeClaim, class *awsv1.EC2NodeClass) map[string]string {
 	tags := maps.Clone(class.Spec.Tags)
 	if tags == nil {
 		tags = map[string]string{}
 	}
-	tags[wellknown.ClusterTagKey(l.p.Config.ClusterName)] = wellknown.OwnedTagValue
+	tags[wellknown.ClusterTagKey(c.ClusterName)] = wellknown.OwnedTagValue
 	tags[wellknown.NodePoolTagKey] = nc.Labels[wellknown.NodePoolLabel]
-	tags[wellknown.EKSClusterNameTagKey] = l.p.Config.ClusterName
+	tags[wellknown.EKSClusterNameTagKey] = c.ClusterName
 	tags[wellknown.EC2NodeClassTagKey] = class.Name
 	tags[wellknown.NodeClaimTagKey] = nc.Name
 	return tags
 }
 
-func (l *launcher) setAttempt(ctx context.Context, nc *karpv1.NodeClaim, attempt int) error {
-	if err := l.p.Kube.AnnotateNodeClaim(ctx, nc, map[string]*string{LaunchAttemptAnnotation: new(strconv.Itoa(attempt))}); err != nil {
+func (c *Cloud) setAttempt(ctx context.Context, nc *karpv1.NodeClaim, attempt int) error {
+	if err := c.Kube.AnnotateNodeClaim(ctx, nc, map[string]*string{LaunchAttemptAnnotation: new(strconv.Itoa(attempt))}); err != nil {
 		return fmt.Errorf("recording the launch attempt: %w", err)
 	}
 	return nil
@@ -376,16 +353,16 @@ func (l *launcher) setAttempt(ctx context.Context, nc *karpv1.NodeClaim, attempt
 
 // retire deletes a claim that cannot launch; its pods become pending again
 // and the next simulation picks other offerings (the cache remembers why).
-func (l *launcher) retire(ctx context.Context, nc *karpv1.NodeClaim, why string) error {
-	l.p.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "InsufficientCapacityError", "NodeClaim %s cannot launch: %s", nc.Name, why)
-	l.p.Log.Warn("retiring nodeclaim that cannot launch", "nodeclaim", nc.Name, "reason", why)
-	return l.p.Kube.DeleteNodeClaim(ctx, nc)
+func (c *Cloud) retire(ctx context.Context, nc *karpv1.NodeClaim, why string) error {
+	c.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "InsufficientCapacityError", "NodeClaim %s cannot launch: %s", nc.Name, why)
+	c.Log.Warn("retiring nodeclaim that cannot launch", "nodeclaim", nc.Name, "reason", why)
+	return c.Kube.DeleteNodeClaim(ctx, nc)
 }
 
 // record writes what was launched onto the claim: the instance's labels
 // (type, zone, capacity type and every single-valued instance-type label),
 // then status (provider ID, image, capacity, allocatable, Launched).
-func (l *launcher) record(ctx context.Context, nc *karpv1.NodeClaim, inst *instance.Instance) (*karpv1.NodeClaim, error) {
+func (c *Cloud) record(ctx context.Context, nc *karpv1.NodeClaim, inst *instance.Instance) (*karpv1.NodeClaim, error) {
 	labels := map[string]string{
 		wellknown.InstanceTypeLabel: inst.Type,
 		wellknown.ZoneLabel:         inst.Zone,
@@ -393,7 +370,7 @@ func (l *launcher) record(ctx context.Context, nc *karpv1.NodeClaim, inst *insta
 	}
 	var it *scheduling.InstanceType
 	if nc.Spec.NodeClassRef != nil {
-		if view := l.classes[nc.Spec.NodeClassRef.Name]; view != nil {
+		if view := c.views[nc.Spec.NodeClassRef.Name]; view != nil {
 			for _, t := range view.types {
 				if t.Name == inst.Type {
 					it = t
@@ -414,24 +391,24 @@ func (l *launcher) record(ctx context.Context, nc *karpv1.NodeClaim, inst *insta
 		}
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
-	if _, err := l.p.Kube.NodeClaims.Patch(ctx, nc.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := c.Kube.NodeClaims.Patch(ctx, nc.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return nil, fmt.Errorf("labelling launched nodeclaim %s: %w", nc.Name, err)
 	}
-	now := metav1.NewTime(l.p.Clock.Now())
-	err := l.p.Kube.UpdateNodeClaimStatus(ctx, nc, func(c *karpv1.NodeClaim) {
-		c.Status.ProviderID = inst.ProviderID()
-		c.Status.ImageID = inst.ImageID
+	now := metav1.NewTime(c.Clock.Now())
+	err := c.Kube.UpdateNodeClaimStatus(ctx, nc, func(claim *karpv1.NodeClaim) {
+		claim.Status.ProviderID = inst.ProviderID()
+		claim.Status.ImageID = inst.ImageID
 		if it != nil {
-			c.Status.Capacity = it.Capacity.DeepCopy()
-			c.Status.Allocatable = it.Allocatable.DeepCopy()
+			claim.Status.Capacity = it.Capacity.DeepCopy()
+			claim.Status.Allocatable = it.Allocatable.DeepCopy()
 		}
-		c.SetCondition(karpv1.ConditionTypeLaunched, metav1.ConditionTrue, "Launched", "", now)
+		claim.SetCondition(karpv1.ConditionTypeLaunched, metav1.ConditionTrue, "Launched", "", now)
 	})
 	if err != nil {
 		return nil, err
 	}
-	l.p.Log.Info("launched nodeclaim", "nodeclaim", nc.Name, "instance", inst.ID, "instance_type", inst.Type, "zone", inst.Zone, "capacity_type", inst.CapacityType)
-	return l.p.Kube.NodeClaims.Get(ctx, nc.Name, metav1.GetOptions{})
+	c.Log.Info("launched nodeclaim", "nodeclaim", nc.Name, "instance", inst.ID, "instance_type", inst.Type, "zone", inst.Zone, "capacity_type", inst.CapacityType)
+	return c.Kube.NodeClaims.Get(ctx, nc.Name, metav1.GetOptions{})
 }
 
 func deref(s *string) string {

@@ -97,3 +97,17 @@ func NodeClaimFor(np *karpv1.NodePool, nc *awsv1.EC2NodeClass, n *scheduling.New
 		},
 	}
 }
+
+// NewClaim asks for one NodeClaim to be created and launched (the
+// disruption tick's replacements).
+type NewClaim struct {
+	// Claim is the simulated claim (NodeClaimFor builds the object).
+	Claim *scheduling.NewNodeClaim
+	// Name, when set, replaces generateName: creating the same name twice
+	// finds the first instead of launching a second node.
+	Name string
+	// Annotations are added to the object.
+	Annotations map[string]string
+	// Reason labels the karpenter_nodeclaims_created_total metric.
+	Reason string
+}

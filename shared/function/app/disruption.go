@@ -5,23 +5,26 @@ import (
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
+	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	"github.com/karpless/karpless/shared/aws/instance"
 	"github.com/karpless/karpless/shared/aws/launchtemplate"
+	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/ticks/disrupt"
+	"github.com/karpless/karpless/shared/ticks/provision"
 )
 
 // Disrupter is a disruption engine for one invocation.
 func (e *Env) Disrupter() *disrupt.Disrupter {
 	return &disrupt.Disrupter{
-		Config:      e.Config,
-		Kube:        e.Kube,
-		Provisioner: e.Provisioner(),
-		Instances:   instance.NewProvider(e.AWS.EC2, e.Config.ClusterName),
-		EC2:         e.AWS.EC2,
-		Templates:   &launchtemplate.Provider{EC2: e.AWS.EC2, Now: e.Clock.Now},
-		Clock:       e.Clock,
-		Log:         e.Log,
-		MetricsOut:  e.Out,
+		Config:       e.Config,
+		Kube:         e.Kube,
+		Provisioning: Lend(e.Provisioner()),
+		Instances:    instance.NewProvider(e.AWS.EC2, e.Config.ClusterName),
+		EC2:          e.AWS.EC2,
+		Templates:    &launchtemplate.Provider{EC2: e.AWS.EC2, Now: e.Clock.Now},
+		Clock:        e.Clock,
+		Log:          e.Log,
+		MetricsOut:   e.Out,
 	}
 }
 
@@ -30,4 +33,18 @@ func (e *Env) DisruptionHandler() func(context.Context, lambdaevents.CloudWatchE
 	return func(ctx context.Context, _ lambdaevents.CloudWatchEvent) (disrupt.Summary, error) {
 		return e.Disrupter().Run(ctx, invocationID(ctx, "disruption"))
 	}
+}
+
+// Lend adapts the provisioner to what the disruption tick borrows from it.
+func Lend(p *provision.Provisioner) disrupt.Provisioning { return lender{p} }
+
+type lender struct{ p *provision.Provisioner }
+
+func (l lender) NewSession(ctx context.Context, ncs []*awsv1.EC2NodeClass, metrics *record.Metrics, events *record.Recorder) (disrupt.Session, error) {
+	l.p.Metrics, l.p.Events = metrics, events
+	s, err := l.p.NewSession(ctx, ncs)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }

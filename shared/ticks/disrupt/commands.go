@@ -13,11 +13,11 @@ import (
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/disruption"
+	"github.com/karpless/karpless/shared/core/planning"
 	"github.com/karpless/karpless/shared/core/podutil"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/kube"
-	"github.com/karpless/karpless/shared/ticks/provision"
 )
 
 func commandOf(r *disruption.Record, action, why string) Command {
@@ -31,7 +31,7 @@ func commandOf(r *disruption.Record, action, why string) Command {
 // advance moves every live command one step. It reports when the next pass
 // is due, whether the cluster changed (so a new decision should wait for a
 // fresh snapshot), and whether a proposal is outstanding.
-func (d *Disrupter) advance(ctx context.Context, in *disruption.Input, sess *provision.Session, cmds []*disruption.Pending, sum *Summary) (next time.Time, changed, proposed bool, err error) {
+func (d *Disrupter) advance(ctx context.Context, in *disruption.Input, sess Session, cmds []*disruption.Pending, sum *Summary) (next time.Time, changed, proposed bool, err error) {
 	var errs []error
 	now := d.Clock.Now()
 	for _, p := range cmds {
@@ -96,7 +96,7 @@ func (d *Disrupter) advance(ctx context.Context, in *disruption.Input, sess *pro
 // exist abandons the command), and the replacements created and launched.
 // A kill after the taints and before the record leaves a proposal whose
 // taints the next pass removes before validating it again.
-func (d *Disrupter) execute(ctx context.Context, in *disruption.Input, rec *disruption.Record, cmd *disruption.Command, sess *provision.Session, sum *Summary) error {
+func (d *Disrupter) execute(ctx context.Context, in *disruption.Input, rec *disruption.Record, cmd *disruption.Command, sess Session, sum *Summary) error {
 	// The command starts when the budgets are checked on a fresh read:
 	// every node deleting before then was counted.
 	now := d.Clock.Now().UTC().Truncate(time.Second)
@@ -147,9 +147,9 @@ func (d *Disrupter) execute(ctx context.Context, in *disruption.Input, rec *disr
 		}
 	}
 	if len(cmd.Replacements) > 0 {
-		reqs := make([]provision.NewClaim, len(cmd.Replacements))
+		reqs := make([]planning.NewClaim, len(cmd.Replacements))
 		for i, r := range cmd.Replacements {
-			reqs[i] = provision.NewClaim{Claim: r, Name: rec.Replacements[i], Reason: reason,
+			reqs[i] = planning.NewClaim{Claim: r, Name: rec.Replacements[i], Reason: reason,
 				Annotations: map[string]string{disruption.ReplacementAnnotation: rec.ID}}
 		}
 		created, err := sess.CreateAndLaunch(ctx, reqs)
@@ -243,7 +243,7 @@ func candidateClaims(cmd *disruption.Command) []*karpv1.NodeClaim {
 // progress moves an executing command: repair what a dead tick left half
 // written, then wait for the replacements, delete the candidates once all
 // are initialized, or abandon.
-func (d *Disrupter) progress(ctx context.Context, in *disruption.Input, sess *provision.Session, p *disruption.Pending, sum *Summary) (done, abandoned bool, err error) {
+func (d *Disrupter) progress(ctx context.Context, in *disruption.Input, sess Session, p *disruption.Pending, sum *Summary) (done, abandoned bool, err error) {
 	rec := p.Record
 	claims := map[string]*karpv1.NodeClaim{}
 	for _, nc := range in.Cluster.NodeClaims {

@@ -35,10 +35,10 @@ import (
 	"github.com/karpless/karpless/shared/function/app"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/kube"
-	"github.com/karpless/karpless/shared/local/kubetest"
 	"github.com/karpless/karpless/shared/local/controlplane/kubechaos"
 	"github.com/karpless/karpless/shared/local/deploy"
 	"github.com/karpless/karpless/shared/local/emulator"
+	"github.com/karpless/karpless/shared/local/kubetest"
 	"github.com/karpless/karpless/shared/local/testworld"
 	"github.com/karpless/karpless/shared/ticks/disrupt"
 	"github.com/karpless/karpless/shared/ticks/provision"
@@ -203,7 +203,7 @@ func (w *world) env(k *testworld.KillSwitch) *app.Env {
 
 func (w *world) disrupter(a *app.Env) *disrupt.Disrupter {
 	return &disrupt.Disrupter{
-		Config: a.Config, Kube: a.Kube, Provisioner: a.Provisioner(),
+		Config: a.Config, Kube: a.Kube, Provisioning: app.Lend(a.Provisioner()),
 		Instances: instance.NewProvider(a.AWS.EC2, a.Config.ClusterName), EC2: a.AWS.EC2,
 		Templates: &launchtemplate.Provider{EC2: a.AWS.EC2, Now: a.Clock.Now},
 		Clock:     a.Clock, Log: a.Log,

@@ -32,7 +32,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
+	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/aws/instance"
+	"github.com/karpless/karpless/shared/core/planning"
+	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/function/clockctx"
 	"github.com/karpless/karpless/shared/function/config"
@@ -41,7 +45,7 @@ import (
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/kube/lease"
 	"github.com/karpless/karpless/shared/ticks/garbagecollection"
-	"github.com/karpless/karpless/shared/ticks/provision"
+	"github.com/karpless/karpless/shared/ticks/lifecycle"
 	"github.com/karpless/karpless/shared/ticks/termination"
 )
 
@@ -64,6 +68,24 @@ type Instances interface {
 	List(ctx context.Context, states ...string) ([]instance.Instance, error)
 }
 
+// Provisioning lends the disruption tick, per pass, what replacing a node
+// needs: the launchable instance types and the creation and launch of
+// replacement NodeClaims (the provisioner, through app.Lend). The pass's
+// Events and metrics are the tick's, flushed by it.
+type Provisioning interface {
+	NewSession(ctx context.Context, nodeClasses []*awsv1.EC2NodeClass, metrics *record.Metrics, events *record.Recorder) (Session, error)
+}
+
+// Session is one pass's loan; Close saves the capacity marks its launches
+// made.
+type Session interface {
+	Guard(g func(context.Context) error)
+	Classes() map[string]*scheduling.NodeClass
+	CreateAndLaunch(ctx context.Context, claims []planning.NewClaim) ([]*karpv1.NodeClaim, error)
+	Advance(ctx context.Context, claims []*karpv1.NodeClaim, nodes []*corev1.Node) (lifecycle.Summary, error)
+	Close(ctx context.Context)
+}
+
 // EC2 reads instances' security groups for drift.
 type EC2 interface {
 	DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
@@ -74,9 +96,9 @@ type EC2 interface {
 type Disrupter struct {
 	Config config.Config
 	Kube   *kube.Clients
-	// Provisioner launches replacements and lends its instance types.
-	Provisioner *provision.Provisioner
-	Instances   Instances
+	// Provisioning lends the instance types and launches replacements.
+	Provisioning Provisioning
+	Instances    Instances
 	// EC2 is optional: without it security-group drift is not checked.
 	EC2 EC2
 	// Templates is optional: without it launch templates are not collected.
@@ -132,7 +154,7 @@ type Summary struct {
 
 func (d *Disrupter) validate() error {
 	switch {
-	case d.Kube == nil, d.Provisioner == nil, d.Instances == nil, d.Clock == nil, d.Log == nil:
+	case d.Kube == nil, d.Provisioning == nil, d.Instances == nil, d.Clock == nil, d.Log == nil:
 		return errors.New("disrupter is missing a dependency")
 	}
 	return nil
@@ -154,7 +176,6 @@ func (d *Disrupter) prepare() {
 	if d.PollInterval <= 0 {
 		d.PollInterval = timing.DisruptionPollInterval
 	}
-	d.Provisioner.Metrics, d.Provisioner.Events = d.Metrics, d.Events
 }
 
 // Run is one invocation. holder identifies it in the lease (the Lambda

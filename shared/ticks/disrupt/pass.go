@@ -26,7 +26,6 @@ import (
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/kube/snapshot"
 	"github.com/karpless/karpless/shared/ticks/garbagecollection"
-	"github.com/karpless/karpless/shared/ticks/provision"
 	"github.com/karpless/karpless/shared/ticks/termination"
 )
 
@@ -87,7 +86,7 @@ func (d *Disrupter) pass(ctx context.Context, inv *invocation, sum *Summary) (ti
 		}
 		inv.state.lastGC, inv.state.changed = now, true
 	}
-	sess, err := d.Provisioner.NewSession(ctx, snap.NodeClasses)
+	sess, err := d.Provisioning.NewSession(ctx, snap.NodeClasses, d.Metrics, d.Events)
 	if err != nil {
 		return time.Time{}, errors.Join(append(errs, fmt.Errorf("reading instance types: %w", err))...)
 	}
@@ -346,7 +345,7 @@ func (d *Disrupter) cleanupStale(ctx context.Context, snap *cluster.Snapshot, cm
 
 // decide computes a new command and proposes it (drift is carried out at
 // once, as Karpenter does). It returns when the proposal is due.
-func (d *Disrupter) decide(ctx context.Context, in *disruption.Input, sess *provision.Session, inv *invocation, sum *Summary) (time.Time, error) {
+func (d *Disrupter) decide(ctx context.Context, in *disruption.Input, sess Session, inv *invocation, sum *Summary) (time.Time, error) {
 	start := d.Clock.Now()
 	plan := disruption.Compute(in)
 	sum.Simulations += plan.Simulations

@@ -55,24 +55,11 @@ func (s *Session) Guard(g func(context.Context) error) {
 // simulator takes them (see SimulationInput).
 func (s *Session) Classes() map[string]*scheduling.NodeClass { return s.inv.cloud.InstanceTypes() }
 
-// NewClaim asks CreateAndLaunch for one NodeClaim.
-type NewClaim struct {
-	// Claim is the simulated claim (NodeClaimFor builds the object).
-	Claim *scheduling.NewNodeClaim
-	// Name, when set, replaces generateName: creating the same name twice
-	// finds the first instead of launching a second node.
-	Name string
-	// Annotations are added to the object.
-	Annotations map[string]string
-	// Reason labels the karpenter_nodeclaims_created_total metric.
-	Reason string
-}
-
 // CreateAndLaunch creates each claim's NodeClaim (or finds the one of that
 // name created earlier) and launches it. It returns the objects created or
 // found, in order (nil where creation failed); launch failures are returned
 // but leave the claim in place for a later launch.
-func (s *Session) CreateAndLaunch(ctx context.Context, claims []NewClaim) ([]*karpv1.NodeClaim, error) {
+func (s *Session) CreateAndLaunch(ctx context.Context, claims []planning.NewClaim) ([]*karpv1.NodeClaim, error) {
 	p := s.p
 	pools := map[string]*karpv1.NodePool{}
 	list, err := p.Kube.NodePools.List(ctx, metav1.ListOptions{})

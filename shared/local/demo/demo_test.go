@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/karpless/karpless/shared/local/kubetest"
 	"github.com/karpless/karpless/shared/local/controlplane"
+	"github.com/karpless/karpless/shared/local/kubetest"
 )
 
 // TestDefaultScenario runs `make demo`'s bundled scenario and checks what

@@ -19,8 +19,8 @@ import (
 	"github.com/karpless/karpless/shared/aws/pricing"
 	"github.com/karpless/karpless/shared/aws/unavailable"
 	"github.com/karpless/karpless/shared/kube"
-	"github.com/karpless/karpless/shared/local/kubetest"
 	"github.com/karpless/karpless/shared/kube/lease"
+	"github.com/karpless/karpless/shared/local/kubetest"
 )
 
 // controllerClients acts as a controller function would: a user of its own

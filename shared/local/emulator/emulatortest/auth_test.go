@@ -16,10 +16,10 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/karpless/karpless/shared/kube"
-	"github.com/karpless/karpless/shared/local/kubetest"
 	"github.com/karpless/karpless/shared/local/controlplane"
 	"github.com/karpless/karpless/shared/local/emulator"
 	"github.com/karpless/karpless/shared/local/emulator/emulatortest"
+	"github.com/karpless/karpless/shared/local/kubetest"
 )
 
 // TestTokenWebhook runs a kube-apiserver that authenticates bearer tokens

@@ -71,6 +71,8 @@ check-generated:
 
 vet:
 	$(GO) vet ./...
+	@out=$$("$$($(GO) env GOROOT)/bin/gofmt" -l functions events shared infra cmd bench); \
+	if [ -n "$$out" ]; then echo "not gofmt-ed (run gofmt -w):"; echo "$$out"; exit 1; fi
 
 ## test: everything CI runs. Integration tests need the control plane; with
 ## KARPLESS_REQUIRE_KUBE=1 a missing one is a failure, never a silent skip.

@@ -70,9 +70,6 @@ func Family(nc *awsv1.EC2NodeClass) string {
 	return catalog.FamilyCustom
 }
 
-// IsWindows reports whether family is one of the Windows families.
-func IsWindows(family string) bool { return strings.HasPrefix(family, "Windows") }
-
 // Variant is an EKS optimized AMI flavour for a kind of accelerator.
 type Variant string
 

@@ -38,16 +38,11 @@ func benchTypes(tb testing.TB) []*scheduling.InstanceType {
 	return catalogTypes
 }
 
-// bigCluster is nodes nodes of common types with podsPerNode pods each,
+// bigClusterOf is nodes nodes of common types with podsPerNode pods each,
 // using util (0..1) of each node's cpu on average: a fifth of the pods
 // spread over zones, a fifth have a hostname anti-affinity group.
-func bigCluster(tb testing.TB, nodes, podsPerNode int, util float64, seed int64) *Input {
-	return bigClusterOf(tb, nodes, podsPerNode, util, seed, false)
-}
-
-// bigClusterOf is bigCluster; onlyKinds restricts the NodePool to the five
-// instance types the nodes run, so that a packed cluster has nothing
-// cheaper to move to.
+// onlyKinds restricts the NodePool to the five instance types the nodes
+// run, so that a packed cluster has nothing cheaper to move to.
 func bigClusterOf(tb testing.TB, nodes, podsPerNode int, util float64, seed int64, onlyKinds bool) *Input {
 	its := benchTypes(tb)
 	byName := map[string]*scheduling.InstanceType{}

@@ -3,7 +3,6 @@ package disruption
 import (
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -227,17 +226,4 @@ func withoutSameTypes(n *scheduling.NewNodeClaim, cands []*Candidate) (*scheduli
 		return n, nil
 	}
 	return narrow(n, scheduling.RequirementsFromNodePool(n.Requirements), limit)
-}
-
-// replacementTypes lists a replacement's instance type names (for logs).
-func replacementTypes(n *scheduling.NewNodeClaim, max int) []string {
-	var out []string
-	for _, it := range n.InstanceTypes {
-		if len(out) == max {
-			out = append(out, "...")
-			break
-		}
-		out = append(out, it.Name)
-	}
-	return slices.Clip(out)
 }

@@ -133,12 +133,6 @@ func (c *Cluster) RESTConfig(ctx context.Context) (*rest.Config, error) {
 	return rest.CopyConfig(c.restCfg), nil
 }
 
-// RESTConfig builds a fresh client configuration for src; see
-// Cluster.RESTConfig, which callers should prefer to keep the token cache.
-func RESTConfig(ctx context.Context, src ClusterSource) (*rest.Config, error) {
-	return New(src).RESTConfig(ctx)
-}
-
 // Info returns the cluster facts, fetching missing ones at most every timing.ClusterInfoTTL.
 // When a refresh fails after an earlier success, the earlier facts are kept.
 func (c *Cluster) Info(ctx context.Context) (ClusterInfo, error) {

@@ -151,9 +151,6 @@ func (w *World) instanceTypes(cat *catalog.Catalog, nc *awsv1.EC2NodeClass, book
 // know, one sentence each.
 func (w *World) Notes() []string { return slices.Clone(w.notes) }
 
-// Now is the time the answers are for.
-func (w *World) Now() time.Time { return w.now }
-
 func marketNotes(m Market, now time.Time) []string {
 	out := slices.Clone(m.Notes)
 	switch b := m.Book; {

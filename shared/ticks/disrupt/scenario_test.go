@@ -29,14 +29,6 @@ func spreadHard(spec *corev1.PodSpec, labels map[string]string) {
 	}}}}
 }
 
-// spreadSoft asks for one pod per node where possible.
-func spreadSoft(spec *corev1.PodSpec, labels map[string]string) {
-	spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
-		MaxSkew: 1, TopologyKey: wellknown.HostnameLabel, WhenUnsatisfiable: corev1.ScheduleAnyway,
-		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": labels["app"]}},
-	}}
-}
-
 func (w *world) noneDeleting() bool {
 	for _, nc := range w.claims() {
 		if nc.DeletionTimestamp != nil {

@@ -91,13 +91,6 @@ func CarefulAWSConfig(t testing.TB, e *emulator.Emulator, identity string) aws.C
 	return cfg
 }
 
-// WithHostility sets the emulator's hostility, for New's mutations. A test
-// that switches a behaviour off copies emulator.DefaultHostility(), zeroes
-// one field and says why.
-func WithHostility(h emulator.Hostility) func(*emulator.Config) {
-	return func(c *emulator.Config) { c.Hostility = &h }
-}
-
 // Settle moves a fake clock past the longest eventual-consistency window
 // of the emulator's hostility (new instances, templates and fleets
 // unknown, stale states and tags) and runs the world step: from then on

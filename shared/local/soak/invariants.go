@@ -317,48 +317,62 @@ func (v *invariants) checkBudgets(claims []karpv1.NodeClaim) {
 	for id, r := range fresh {
 		v.commands[id] = true
 		v.note("disruption command %s executing: %s %s of %v -> %v", id, r.Method, r.Decision, r.Candidates, r.Replacements)
-		// A command answers to the budgets of its candidates' pools only
-		// (a claim gone already leaves its pool unchecked).
-		ofCommand := map[string]bool{}
-		for i := range claims {
-			if slices.Contains(r.Candidates, claims[i].Name) {
-				ofCommand[claims[i].Labels[wellknown.NodePoolLabel]] = true
-			}
-		}
-		for _, np := range pools.Items {
-			if !ofCommand[np.Name] {
-				continue
-			}
-			// Karpenter's count (BuildDisruptionBudgetMapping): initialized
-			// nodes whose instance is not terminating yet; disrupting are
-			// those NotReady, deleting or in an executing command. A
-			// deletion (or a node going NotReady) after this command
-			// started is not this decision's doing.
-			total, disrupting := 0, 0
-			for i := range claims {
-				nc := &claims[i]
-				if nc.Labels[wellknown.NodePoolLabel] != np.Name || !nc.IsTrue(karpv1.ConditionTypeInitialized) || nc.IsTrue(karpv1.ConditionTypeInstanceTerminating) {
-					continue
-				}
-				total++
-				// Times are whole seconds: something in the command's own
-				// second is given the benefit of the doubt.
-				rec, err := disruption.DecodeRecord(nc.Annotations[disruption.CommandAnnotation])
-				executing := err == nil && rec.Phase == disruption.Executing && rec.StartedAt != nil && r.StartedAt != nil &&
-					(rec.ID == r.ID || rec.StartedAt.Before(*r.StartedAt))
-				deletedBefore := nc.DeletionTimestamp != nil && r.StartedAt != nil && nc.DeletionTimestamp.Time.Before(*r.StartedAt)
-				since, notReady := notReadySince[nc.Status.NodeName]
-				notReadyBefore := notReady && r.StartedAt != nil && since.Before(*r.StartedAt)
-				if executing || deletedBefore || notReadyBefore {
-					disrupting++
-				}
-			}
-			if allowed := budgetCeiling(&np, total, r.Reason); disrupting > allowed {
-				v.violate("budget/"+id+"/"+np.Name, "disruption budgets never exceeded",
-					"command %s (%s) started with %d of nodepool %s's %d nodes disrupting; its budgets allow %d", id, r.Reason, disrupting, np.Name, total, allowed)
-			}
+		for _, o := range overBudget(r, claims, pools.Items, notReadySince) {
+			v.violate("budget/"+id+"/"+o.pool, "disruption budgets never exceeded",
+				"command %s (%s) started with %d of nodepool %s's %d nodes disrupting; its budgets allow %d", id, r.Reason, o.disrupting, o.pool, o.total, o.allowed)
 		}
 	}
+}
+
+// overCount is a pool a command started over budget in.
+type overCount struct {
+	pool                        string
+	total, disrupting, allowed int
+}
+
+// overBudget lists the pools of the command's candidates whose budgets the
+// command exceeded when it started. A command answers to its candidates'
+// pools only (a claim gone already leaves its pool unchecked). The count is
+// Karpenter's (BuildDisruptionBudgetMapping): initialized nodes whose
+// instance is not terminating yet; disrupting are those NotReady, deleting
+// or in an executing command. A deletion (or a node going NotReady) after
+// this command started is not this decision's doing.
+func overBudget(r *disruption.Record, claims []karpv1.NodeClaim, pools []karpv1.NodePool, notReadySince map[string]time.Time) []overCount {
+	ofCommand := map[string]bool{}
+	for i := range claims {
+		if slices.Contains(r.Candidates, claims[i].Name) {
+			ofCommand[claims[i].Labels[wellknown.NodePoolLabel]] = true
+		}
+	}
+	var out []overCount
+	for _, np := range pools {
+		if !ofCommand[np.Name] {
+			continue
+		}
+		total, disrupting := 0, 0
+		for i := range claims {
+			nc := &claims[i]
+			if nc.Labels[wellknown.NodePoolLabel] != np.Name || !nc.IsTrue(karpv1.ConditionTypeInitialized) || nc.IsTrue(karpv1.ConditionTypeInstanceTerminating) {
+				continue
+			}
+			total++
+			// Times are whole seconds: something in the command's own
+			// second is given the benefit of the doubt.
+			rec, err := disruption.DecodeRecord(nc.Annotations[disruption.CommandAnnotation])
+			executing := err == nil && rec.Phase == disruption.Executing && rec.StartedAt != nil && r.StartedAt != nil &&
+				(rec.ID == r.ID || rec.StartedAt.Before(*r.StartedAt))
+			deletedBefore := nc.DeletionTimestamp != nil && r.StartedAt != nil && nc.DeletionTimestamp.Time.Before(*r.StartedAt)
+			since, notReady := notReadySince[nc.Status.NodeName]
+			notReadyBefore := notReady && r.StartedAt != nil && since.Before(*r.StartedAt)
+			if executing || deletedBefore || notReadyBefore {
+				disrupting++
+			}
+		}
+		if allowed := budgetCeiling(&np, total, r.Reason); disrupting > allowed {
+			out = append(out, overCount{pool: np.Name, total: total, disrupting: disrupting, allowed: allowed})
+		}
+	}
+	return out
 }
 
 // budgetCeiling is the most nodes a pool's budgets let disrupt at once for

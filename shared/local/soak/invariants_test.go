@@ -1,0 +1,123 @@
+package soak
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/core/disruption"
+	"github.com/karpless/karpless/shared/core/wellknown"
+)
+
+// TestOverBudget: the budget invariant charges a command only with its own
+// candidates' pools, and counts disrupting nodes as Karpenter does at the
+// moment the command started.
+func TestOverBudget(t *testing.T) {
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	earlier, later := start.Add(-time.Minute), start.Add(time.Minute)
+	cmd := func(id string, startedAt time.Time, candidates ...string) *disruption.Record {
+		return &disruption.Record{ID: id, Method: disruption.Emptiness, Reason: karpv1.DisruptionReasonEmpty,
+			Phase: disruption.Executing, Decision: "delete", StartedAt: &startedAt, Candidates: candidates}
+	}
+	claim := func(name, pool string, mutate ...func(*karpv1.NodeClaim)) karpv1.NodeClaim {
+		nc := karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{wellknown.NodePoolLabel: pool}, Annotations: map[string]string{}}}
+		nc.Status.NodeName = "node-" + name
+		nc.SetCondition(karpv1.ConditionTypeInitialized, metav1.ConditionTrue, "Initialized", "", metav1.NewTime(earlier))
+		for _, m := range mutate {
+			m(&nc)
+		}
+		return nc
+	}
+	in := func(r *disruption.Record) func(*karpv1.NodeClaim) {
+		return func(nc *karpv1.NodeClaim) { nc.Annotations[disruption.CommandAnnotation] = r.Encode() }
+	}
+	deleted := func(at time.Time) func(*karpv1.NodeClaim) {
+		return func(nc *karpv1.NodeClaim) { nc.DeletionTimestamp = &metav1.Time{Time: at} }
+	}
+	pool := func(name string, budgets ...karpv1.Budget) karpv1.NodePool {
+		np := karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		np.Spec.Disruption.Budgets = budgets
+		return np
+	}
+	one := karpv1.Budget{Nodes: "1"}
+	this := cmd("this", start, "a1")
+	for _, tc := range []struct {
+		name     string
+		claims   []karpv1.NodeClaim
+		pools    []karpv1.NodePool
+		notReady map[string]time.Time
+		want     string
+	}{
+		{
+			name:   "the command alone fits a budget of one",
+			claims: []karpv1.NodeClaim{claim("a1", "a", in(this)), claim("a2", "a")},
+			pools:  []karpv1.NodePool{pool("a", one)},
+			want:   "[]",
+		},
+		{
+			name:   "another command that started earlier in the pool: over",
+			claims: []karpv1.NodeClaim{claim("a1", "a", in(this)), claim("a2", "a", in(cmd("other", earlier, "a2"))), claim("a3", "a")},
+			pools:  []karpv1.NodePool{pool("a", one)},
+			want:   "[{a 3 2 1}]",
+		},
+		{
+			name:   "a command that started after this one is not this decision's doing",
+			claims: []karpv1.NodeClaim{claim("a1", "a", in(this)), claim("a2", "a", in(cmd("other", later, "a2")))},
+			pools:  []karpv1.NodePool{pool("a", one)},
+			want:   "[]",
+		},
+		{
+			name:   "another pool over its budget is not charged to this command",
+			claims: []karpv1.NodeClaim{claim("a1", "a", in(this)), claim("b1", "b", deleted(earlier)), claim("b2", "b", deleted(earlier))},
+			pools:  []karpv1.NodePool{pool("a", one), pool("b", one)},
+			want:   "[]",
+		},
+		{
+			name:   "a deletion before the command counts, one after does not",
+			claims: []karpv1.NodeClaim{claim("a1", "a", in(this)), claim("a2", "a", deleted(earlier)), claim("a3", "a", deleted(later))},
+			pools:  []karpv1.NodePool{pool("a", one)},
+			want:   "[{a 3 2 1}]",
+		},
+		{
+			name:     "a node NotReady before the command counts",
+			claims:   []karpv1.NodeClaim{claim("a1", "a", in(this)), claim("a2", "a")},
+			pools:    []karpv1.NodePool{pool("a", one)},
+			notReady: map[string]time.Time{"node-a2": earlier},
+			want:     "[{a 2 2 1}]",
+		},
+		{
+			name:   "percentages round up: 50% of 3 is 2",
+			claims: []karpv1.NodeClaim{claim("a1", "a", in(this)), claim("a2", "a", deleted(earlier)), claim("a3", "a")},
+			pools:  []karpv1.NodePool{pool("a", karpv1.Budget{Nodes: "50%"})},
+			want:   "[]",
+		},
+		{
+			name:   "a budget for another reason does not bind",
+			claims: []karpv1.NodeClaim{claim("a1", "a", in(this)), claim("a2", "a", deleted(earlier))},
+			pools:  []karpv1.NodePool{pool("a", karpv1.Budget{Nodes: "0", Reasons: []karpv1.DisruptionReason{karpv1.DisruptionReasonDrifted}}, karpv1.Budget{Nodes: "2"})},
+			want:   "[]",
+		},
+		{
+			name: "uninitialized nodes and terminating instances are outside the count",
+			claims: []karpv1.NodeClaim{claim("a1", "a", in(this)), claim("a2", "a", deleted(earlier), func(nc *karpv1.NodeClaim) {
+				nc.SetCondition(karpv1.ConditionTypeInstanceTerminating, metav1.ConditionTrue, "Terminating", "", metav1.NewTime(earlier))
+			}), claim("a3", "a", func(nc *karpv1.NodeClaim) { nc.Status.Conditions = nil })},
+			pools: []karpv1.NodePool{pool("a", one)},
+			want:  "[]",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := overBudget(this, tc.claims, tc.pools, tc.notReady)
+			var parts []string
+			for _, o := range got {
+				parts = append(parts, fmt.Sprintf("{%s %d %d %d}", o.pool, o.total, o.disrupting, o.allowed))
+			}
+			if s := fmt.Sprintf("%v", parts); s != tc.want && !(tc.want == "[]" && len(parts) == 0) {
+				t.Errorf("got %s; want %s", s, tc.want)
+			}
+		})
+	}
+}

@@ -326,7 +326,7 @@ func (v *invariants) checkBudgets(claims []karpv1.NodeClaim) {
 
 // overCount is a pool a command started over budget in.
 type overCount struct {
-	pool                        string
+	pool                       string
 	total, disrupting, allowed int
 }
 

@@ -1,5 +1,5 @@
 // Package functions holds one folder per Lambda function, each a thin main
-// over shared/function/app, and their names, registered here once; this
+// over shared/app, and their names, registered here once; this
 // package itself otherwise only measures their cold start.
 package functions
 

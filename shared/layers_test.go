@@ -13,7 +13,7 @@ const module = "github.com/karpless/karpless/shared/"
 // layers, from the top: the API types, the pure core, the AWS and
 // Kubernetes edges, what every function is built from, the seam to EC2,
 // the ticks, the wiring of engines into handlers, and local tooling. The
-// first matching prefix decides (function/app before function/).
+// first matching prefix decides.
 var layers = []struct {
 	prefix string
 	layer  int
@@ -23,11 +23,11 @@ var layers = []struct {
 	{"aws/", 2},
 	{"kube/", 2},
 	{"kube", 2},
-	{"function/app", 5},
 	{"function/", 3},
 	{"cloud", 4},
 	{"ticks/", 5},
-	{"local/", 6},
+	{"app", 6},
+	{"local/", 7},
 }
 
 func layerOf(pkg string) (int, bool) {

@@ -6,7 +6,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/karpless/karpless/functions"
-	"github.com/karpless/karpless/shared/function/app"
+	"github.com/karpless/karpless/shared/app"
 )
 
 // trigger is how AWS invokes a function, which decides the payload

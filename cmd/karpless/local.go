@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/karpless/karpless/events"
-	"github.com/karpless/karpless/shared/function/app"
+	"github.com/karpless/karpless/shared/app"
 	"github.com/karpless/karpless/shared/local/emulator"
 	"github.com/karpless/karpless/shared/local/eventsource"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/karpless/karpless/shared/function/app"
+	"github.com/karpless/karpless/shared/app"
 )
 
 func main() {

@@ -30,7 +30,7 @@ import (
 // Function sizing, from measurements (docs/deploy.md, "Sizing"): a
 // function's init peaks at 29-35 MiB RSS (go test ./functions -bench
 // ColdStart); the largest heap is a full 500-node disruption pass at 85 MiB
-// (go test ./shared/function/app -bench SteadyTicks). 512 MiB leaves room for the
+// (go test ./shared/app -bench SteadyTicks). 512 MiB leaves room for the
 // GC's doubling and buys about 0.3 vCPU, which keeps that pass near 13 s,
 // well inside the tick's timeout; the bootstrap only applies manifests.
 const (

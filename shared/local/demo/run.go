@@ -29,9 +29,9 @@ import (
 
 	"github.com/karpless/karpless/shared/apis/crds"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/app"
 	"github.com/karpless/karpless/shared/aws/nodeclass"
 	"github.com/karpless/karpless/shared/core/wellknown"
-	"github.com/karpless/karpless/shared/function/app"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/local/controlplane"

@@ -19,11 +19,11 @@ import (
 
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/app"
 	"github.com/karpless/karpless/shared/aws/awsconfig"
 	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
-	"github.com/karpless/karpless/shared/function/app"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/kube/eksauth"

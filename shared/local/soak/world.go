@@ -25,9 +25,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/karpless/karpless/shared/apis/crds"
+	"github.com/karpless/karpless/shared/app"
 	"github.com/karpless/karpless/shared/aws/awsconfig"
 	"github.com/karpless/karpless/shared/core/timing"
-	"github.com/karpless/karpless/shared/function/app"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/local/controlplane"

@@ -20,11 +20,11 @@ import (
 	"k8s.io/utils/clock"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/app"
 	"github.com/karpless/karpless/shared/aws/pricing"
 	"github.com/karpless/karpless/shared/aws/unavailable"
 	"github.com/karpless/karpless/shared/core/podutil"
 	"github.com/karpless/karpless/shared/core/wellknown"
-	"github.com/karpless/karpless/shared/function/app"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/local/controlplane/kubechaos"

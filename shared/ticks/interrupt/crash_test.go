@@ -24,11 +24,11 @@ import (
 	"k8s.io/client-go/rest"
 
 	v1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/app"
 	"github.com/karpless/karpless/shared/aws/awsconfig"
 	"github.com/karpless/karpless/shared/aws/unavailable"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
-	"github.com/karpless/karpless/shared/function/app"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/local/deploy"

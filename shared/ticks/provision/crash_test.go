@@ -21,11 +21,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"github.com/karpless/karpless/shared/app"
 	"github.com/karpless/karpless/shared/aws/awsconfig"
 	"github.com/karpless/karpless/shared/aws/unavailable"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
-	"github.com/karpless/karpless/shared/function/app"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/local/deploy"

@@ -12,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/karpless/karpless/shared/app"
 	"github.com/karpless/karpless/shared/aws/awsconfig"
 	"github.com/karpless/karpless/shared/core/timing"
-	"github.com/karpless/karpless/shared/function/app"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/kube/lease"
 	"github.com/karpless/karpless/shared/local/deploy"

@@ -27,6 +27,7 @@ import (
 	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/core/instancetype"
 	"github.com/karpless/karpless/shared/core/scheduling"
+	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/kube/eksauth"
@@ -154,9 +155,14 @@ func (c *Cloud) NodeClass(name string) *awsv1.EC2NodeClass {
 // Launched counts the launches of this Cloud that started an instance.
 func (c *Cloud) Launched() int { return int(c.launched.Load()) }
 
-// Close saves the capacity marks the launches made; losing them only costs
-// a repeated capacity error, so a failure is logged.
+// Close saves the capacity marks the launches made. They matter most after
+// a pass that ran out of time working through capacity errors, so the save
+// outlives the invocation's context, briefly (the deadline margin is there
+// for it). Losing them only costs repeated capacity errors: a failure is
+// logged.
 func (c *Cloud) Close(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timing.FlushTimeout)
+	defer cancel()
 	if err := c.ice.Save(ctx); err != nil {
 		c.Log.Warn("saving unavailable offerings", "error", err)
 	}

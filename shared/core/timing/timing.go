@@ -45,7 +45,8 @@ const (
 	// claims (registration and initialization) between pod batches.
 	LifecycleEvery = 2 * time.Second
 	// FlushTimeout bounds the writes made on the way out (Events, the
-	// lease release), which run after the invocation's context may end.
+	// lease release, the capacity marks), which run after the invocation's
+	// context may end.
 	FlushTimeout = 3 * time.Second
 )
 

@@ -199,6 +199,7 @@ func (c *chaos) liftAll() {
 	for id := range c.ice {
 		c.w.emu.RemoveFault(id)
 		delete(c.ice, id)
+		c.w.inv.outage(id, "", "", false)
 	}
 }
 
@@ -209,6 +210,7 @@ func (c *chaos) due(ctx context.Context) {
 		if !now.Before(end) {
 			c.w.emu.RemoveFault(id)
 			delete(c.ice, id)
+			c.w.inv.outage(id, "", "", false)
 			c.w.inv.changed()
 			c.w.inv.note("capacity comes back (fault %d lifted)", id)
 		}
@@ -430,10 +432,10 @@ func (c *chaos) takeCapacity(context.Context) {
 	zones := []string{"us-west-2a", "us-west-2b", "us-west-2c"}
 	ct := []string{"spot", "on-demand"}[c.w.intn(2)]
 	var f emulator.Fault
-	var what string
+	var what, zone string
 	if c.w.chance(0.5) {
 		z := zones[c.w.intn(len(zones))]
-		f, what = emulator.ICE(ct, "", z), fmt.Sprintf("%s capacity in %s", ct, z)
+		f, what, zone = emulator.ICE(ct, "", z), fmt.Sprintf("%s capacity in %s", ct, z), z
 	} else {
 		live := c.w.emu.Instances(func(i emulator.Instance) bool { return i.State == emulator.StateRunning })
 		if len(live) == 0 {
@@ -445,6 +447,9 @@ func (c *chaos) takeCapacity(context.Context) {
 	dur := time.Duration(5+c.w.intn(11)) * time.Minute
 	id := c.w.emu.Inject(f)
 	c.ice[id] = c.w.now().Add(dur)
+	if zone != "" {
+		c.w.inv.outage(id, ct, zone, true)
+	}
 	c.actions++
 	c.w.inv.changed()
 	c.w.inv.note("fault: EC2 runs out of %s for %s", what, dur)

@@ -16,8 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/disruption"
 	"github.com/karpless/karpless/shared/core/podutil"
+	"github.com/karpless/karpless/shared/core/scheduling"
+	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/local/emulator"
 )
@@ -60,6 +63,57 @@ type invariants struct {
 	// lastChange is when the chaos schedule last took capacity away or made
 	// nodes move (guarded by mu).
 	lastChange time.Time
+	// outages are the zone-wide capacity removals in force, as
+	// "capacity-type/zone" by fault id; blockedAt is when each claim last
+	// had every offering it allows taken away by them (both guarded by mu).
+	outages   map[emulator.FaultID]string
+	blockedAt map[string]time.Time
+}
+
+// outage records a zone-wide capacity removal starting (on) or ending.
+func (v *invariants) outage(id emulator.FaultID, capacityType, zone string, on bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if on {
+		v.outages[id] = capacityType + "/" + zone
+	} else {
+		delete(v.outages, id)
+	}
+}
+
+// soakZones are the zones of the soak's node class.
+var soakZones = []string{"us-west-2a", "us-west-2b", "us-west-2c"}
+
+// unlaunchedSince is when a claim's launch clock starts: its creation, or
+// the end of the last moment every offering it allows was out (plus the
+// time EC2's capacity errors stay marked, as in Karpenter, since the
+// functions cannot know sooner that the capacity is back). A claim none of
+// whose offerings exists is not late.
+func (v *invariants) unlaunchedSince(nc *karpv1.NodeClaim, now time.Time) time.Time {
+	reqs := scheduling.RequirementsFromNodePool(nc.Spec.Requirements)
+	zones, cts := reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := map[string]bool{}
+	for _, o := range v.outages {
+		out[o] = true
+	}
+	blocked := true
+	for _, ct := range []string{wellknown.CapacityTypeSpot, wellknown.CapacityTypeOnDemand} {
+		for _, z := range soakZones {
+			if cts.Has(ct) && zones.Has(z) && !out[ct+"/"+z] {
+				blocked = false
+			}
+		}
+	}
+	if blocked {
+		v.blockedAt[nc.Name] = now
+	}
+	since := nc.CreationTimestamp.Time
+	if b, ok := v.blockedAt[nc.Name]; ok && b.Add(timing.DefaultUnavailableOfferingsTTL).After(since) {
+		since = b.Add(timing.DefaultUnavailableOfferingsTTL)
+	}
+	return since
 }
 
 // changed records a change the pending-pod invariant counts from.
@@ -70,7 +124,8 @@ func (v *invariants) changed() {
 }
 
 func newInvariants(w *world) *invariants {
-	return &invariants{w: w, reported: map[string]bool{}, evictions: map[string]int{}, orphans: map[string]time.Time{}, commands: map[string]bool{}}
+	return &invariants{w: w, reported: map[string]bool{}, evictions: map[string]int{}, orphans: map[string]time.Time{}, commands: map[string]bool{},
+		outages: map[emulator.FaultID]string{}, blockedAt: map[string]time.Time{}}
 }
 
 // note adds an event to the log a violation report shows.
@@ -240,11 +295,15 @@ func (v *invariants) check(ctx context.Context) {
 			v.violate("double/"+name, "never two instances for one NodeClaim", "nodeclaim %s has instances %v", name, ids)
 		}
 	}
-	// Claims launch within three ticks.
+	// Claims launch within three ticks while an offering is available.
 	for _, nc := range byName {
-		if nc.DeletionTimestamp == nil && !nc.IsTrue(karpv1.ConditionTypeLaunched) && now.Sub(nc.CreationTimestamp.Time) > unlaunchedLimit {
+		if nc.DeletionTimestamp != nil || nc.IsTrue(karpv1.ConditionTypeLaunched) {
+			continue
+		}
+		if since := v.unlaunchedSince(nc, now); now.Sub(since) > unlaunchedLimit {
 			v.violate("unlaunched/"+nc.Name, "no NodeClaim left unlaunched longer than 3 ticks while an offering is available",
-				"nodeclaim %s unlaunched for %s (attempt %q)", nc.Name, now.Sub(nc.CreationTimestamp.Time).Round(time.Second), nc.Annotations["karpless.dev/launch-attempt"])
+				"nodeclaim %s unlaunched for %s, %s of them with an offering available (attempt %q)", nc.Name, now.Sub(nc.CreationTimestamp.Time).Round(time.Second),
+				now.Sub(since).Round(time.Second), nc.Annotations[cloud.LaunchAttemptAnnotation])
 		}
 	}
 	// Pods run within five minutes.

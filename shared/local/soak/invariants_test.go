@@ -2,6 +2,7 @@ package soak
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,7 +10,9 @@ import (
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/disruption"
+	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/local/emulator"
 )
 
 // TestOverBudget: the budget invariant charges a command only with its own
@@ -117,6 +120,51 @@ func TestOverBudget(t *testing.T) {
 			}
 			if s := fmt.Sprintf("%v", parts); s != tc.want && !(tc.want == "[]" && len(parts) == 0) {
 				t.Errorf("got %s; want %s", s, tc.want)
+			}
+		})
+	}
+}
+
+// TestUnlaunchedSince: a claim's launch clock does not run while every
+// offering it allows is out (a zone-wide outage of each capacity type it
+// may use, in each zone it may use), nor for the time EC2's answers stay
+// marked after that.
+func TestUnlaunchedSince(t *testing.T) {
+	created := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	claim := func(zones ...string) *karpv1.NodeClaim {
+		nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", CreationTimestamp: metav1.NewTime(created)}}
+		if len(zones) > 0 {
+			nc.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{{Key: wellknown.ZoneLabel, Operator: "In", Values: zones}}
+		}
+		return nc
+	}
+	for _, tc := range []struct {
+		name    string
+		nc      *karpv1.NodeClaim
+		outages []string // capacity-type/zone
+		want    time.Time
+	}{
+		{name: "no outage", nc: claim("us-west-2a"), want: created},
+		{name: "spot out, on-demand left", nc: claim("us-west-2a"), outages: []string{"spot/us-west-2a"}, want: created},
+		{name: "both out in its only zone", nc: claim("us-west-2a"), outages: []string{"spot/us-west-2a", "on-demand/us-west-2a"}, want: created.Add(time.Hour + timing.DefaultUnavailableOfferingsTTL)},
+		{name: "both out in one of its zones", nc: claim(), outages: []string{"spot/us-west-2a", "on-demand/us-west-2a"}, want: created},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newInvariants(nil)
+			for i, o := range tc.outages {
+				ct, z, _ := strings.Cut(o, "/")
+				v.outage(emulator.FaultID(i+1), ct, z, true)
+			}
+			now := created.Add(time.Hour)
+			if got := v.unlaunchedSince(tc.nc, now); !got.Equal(tc.want) {
+				t.Errorf("since %s; want %s", got, tc.want)
+			}
+			for i := range tc.outages {
+				v.outage(emulator.FaultID(i+1), "", "", false)
+			}
+			// The outage over, the clock restarts from its end plus the marks' time.
+			if got := v.unlaunchedSince(tc.nc, now.Add(time.Minute)); !got.Equal(tc.want) {
+				t.Errorf("after the outage: since %s; want %s", got, tc.want)
 			}
 		})
 	}

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"syscall"
 	"time"
@@ -80,10 +81,26 @@ type Cluster struct {
 
 type process struct {
 	name string
-	cmd  *exec.Cmd
-	done chan struct{}
+	done chan struct{} // closed once the process has ended for good
 	err  error
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd // the current run
+	stopping bool
 }
+
+// current is the process's running command, and whether Stop began.
+func (p *process) current() (*exec.Cmd, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd, p.stopping
+}
+
+// restartable are the components a crash does not end: a real control
+// plane runs them as static pods the kubelet restarts (kube-controller-
+// manager v1.37.1 panics, for one, dividing by a pod age of zero when the
+// virtual clock has not moved since the youngest pod was created).
+var restartable = map[string]bool{"kube-scheduler": true, "kube-controller-manager": true}
 
 // FindBinDir locates the control-plane binaries: $KARPLESS_KUBE_BIN, else
 // .cache/kube/bin under the repository root found from the working directory.
@@ -279,22 +296,51 @@ func (c *Cluster) spawn(binDir, logDir, name string, args ...string) error {
 		return err
 	}
 	args = append(args, c.extraArgs[name]...)
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if name != "etcd" && len(c.env) > 0 {
-		cmd.Env = append(os.Environ(), c.env...)
+	start := func() (*exec.Cmd, error) {
+		cmd := exec.Command(bin, args...)
+		cmd.Stdout, cmd.Stderr = f, f
+		if name != "etcd" && len(c.env) > 0 {
+			cmd.Env = append(os.Environ(), c.env...)
+		}
+		// Own process group, and killed with the test binary if it dies.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		return cmd, cmd.Start()
 	}
-	// Own process group, and killed with the test binary if it dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	cmd, err := start()
+	if err != nil {
 		f.Close()
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
 	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
 	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
+		defer close(p.done)
+		defer f.Close()
+		for {
+			cmd, _ := p.current()
+			p.err = cmd.Wait()
+			p.mu.Lock()
+			again := restartable[name] && !p.stopping
+			p.mu.Unlock()
+			if !again {
+				return
+			}
+			c.log.Warn("control-plane component exited; restarting it", "process", name, "error", p.err)
+			fmt.Fprintf(f, "\n--- %s exited (%v); restarted by the local control plane ---\n", name, p.err)
+			time.Sleep(time.Second)
+			p.mu.Lock()
+			if p.stopping {
+				p.mu.Unlock()
+				return
+			}
+			next, err := start()
+			if err != nil {
+				p.mu.Unlock()
+				p.err = err
+				return
+			}
+			p.cmd = next
+			p.mu.Unlock()
+		}
 	}()
 	c.procs = append(c.procs, p)
 	c.log.Debug("started", "process", name, "pid", cmd.Process.Pid)
@@ -360,11 +406,15 @@ func (c *Cluster) waitReady(ctx context.Context, timeout time.Duration) error {
 func (c *Cluster) Stop() {
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		p := c.procs[i]
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		p.mu.Lock()
+		p.stopping = true
+		cmd := p.cmd
+		p.mu.Unlock()
+		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-p.done:
 		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-p.done
 		}
 	}

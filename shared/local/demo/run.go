@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -93,10 +94,12 @@ type runner struct {
 	o   Options
 	s   *Scenario
 	clk *controlplane.VirtualClock
-	// real is when the clock last followed real time.
-	real  time.Time
-	begin time.Time
-	dir   string
+	// real is when the clock last followed real time (guarded by realMu:
+	// the clock also moves while a function runs).
+	real   time.Time
+	realMu sync.Mutex
+	begin  time.Time
+	dir    string
 
 	cluster *controlplane.Cluster
 	admin   *kube.Clients
@@ -153,6 +156,23 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return nil, err
 	}
 	defer r.stop()
+	// The world's clock keeps moving while a function runs, as it does in
+	// production: a function that waits on its clock (for EC2 to list a
+	// launch template it has just created) must not freeze the world.
+	moving := make(chan struct{})
+	defer close(moving)
+	go func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-moving:
+				return
+			case <-t.C:
+				r.advance()
+			}
+		}
+	}()
 	sum := &Summary{}
 	var runErr error
 	for i, st := range r.s.Steps {
@@ -289,6 +309,8 @@ func (r *runner) stop() {
 // advance moves the virtual clock on by the real time since the last
 // advance, speed times over.
 func (r *runner) advance() {
+	r.realMu.Lock()
+	defer r.realMu.Unlock()
 	now := time.Now()
 	r.clk.Step(time.Duration(speed) * now.Sub(r.real))
 	r.real = now

@@ -38,8 +38,8 @@ func (p *Provider) now() time.Time {
 // only has to cover launches that may still happen: templates created
 // within minAge (a tick between Ensure and CreateFleet) and those inUse
 // names. A CreateFleet that still loses the race gets
-// InvalidLaunchTemplateName.NotFoundException; the launcher then calls
-// Ensure again (which recreates the template) and retries once.
+// InvalidLaunchTemplateName.NotFoundException; cloud.Launch then waits a
+// moment, calls Ensure again (which recreates the template) and retries.
 // Templates of an earlier Karpenter installation of the cluster carry the
 // same tags and prefix and are collected too.
 func (p *Provider) DeleteUnused(ctx context.Context, clusterName string, inUse func(name string) bool, minAge time.Duration) ([]string, error) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
@@ -167,5 +168,28 @@ func TestUnlaunchedSince(t *testing.T) {
 				t.Errorf("after the outage: since %s; want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestHeldBySpotRule: a NodeClaim counts as kept by Karpenter's spot-to-spot
+// rule only when the disruption function's latest Unconsolidatable Event on
+// it says so.
+func TestHeldBySpotRule(t *testing.T) {
+	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ev := func(kind, name, msg string, minute int) corev1.Event {
+		return corev1.Event{Reason: "Unconsolidatable", Message: msg, LastTimestamp: metav1.NewTime(at.Add(time.Duration(minute) * time.Minute)),
+			InvolvedObject: corev1.ObjectReference{Kind: kind, Name: name}}
+	}
+	spot := "SpotToSpotConsolidation requires 15 cheaper instance type options than the current candidate to consolidate, got 8"
+	got := heldBySpotRule([]corev1.Event{
+		ev("NodeClaim", "held", spot, 1),
+		ev("NodeClaim", "was-held", spot, 1), ev("NodeClaim", "was-held", "Can't replace with a cheaper node", 2),
+		ev("NodeClaim", "now-held", "Can't replace with a cheaper node", 1), ev("NodeClaim", "now-held", spot, 3),
+		ev("Node", "a-node", spot, 1),
+		ev("NodeClaim", "cheapest", "Can't replace with a cheaper node", 1),
+	})
+	want := map[string]bool{"held": true, "now-held": true}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("held %v; want %v", got, want)
 	}
 }

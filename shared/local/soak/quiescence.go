@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/karpless/karpless/shared/core/planning"
 	"github.com/karpless/karpless/shared/core/podutil"
@@ -103,13 +105,27 @@ func (r *runner) simulateFresh(ctx context.Context) (comparison, error) {
 		c.actual += price
 		c.have = append(c.have, fmt.Sprintf("%s/%s/%s $%.4f", i.InstanceType, i.CapacityType, i.Zone, price))
 	}
-	// Pods that may not move (do-not-disrupt) keep their nodes, as they
-	// do in the cluster; every other workload pod is placed afresh, on
-	// the room those nodes have left or on new NodeClaims.
+	// Nodes Karpenter keeps by rule keep their pods, as they do in the
+	// cluster: nodes with a do-not-disrupt pod, and spot nodes the
+	// spot-to-spot rule keeps (no replacement with fewer than 15 cheaper
+	// types to choose from, by the disruption function's latest word on
+	// them). Every other workload pod is placed afresh, on the room those
+	// nodes have left or on new NodeClaims: the fresh simulation is what a
+	// consolidation faithful to Karpenter could reach.
 	fixed := map[string]bool{}
 	for _, p := range snap.Pods {
 		if p.Spec.NodeName != "" && p.Annotations[wellknown.DoNotDisruptAnnotation] == "true" && !podutil.IsTerminal(p) {
 			fixed[p.Spec.NodeName] = true
+		}
+	}
+	events, err := w.admin.Core.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "reason=Unconsolidatable"})
+	if err != nil {
+		return c, err
+	}
+	held := heldBySpotRule(events.Items)
+	for _, nc := range snap.NodeClaims {
+		if held[nc.Name] && nc.Status.NodeName != "" {
+			fixed[nc.Status.NodeName] = true
 		}
 	}
 	var pods, pending []*corev1.Pod
@@ -151,7 +167,7 @@ func (r *runner) simulateFresh(ctx context.Context) (comparison, error) {
 	res := scheduling.Solve(planning.SimulationInput(&empty, pending, sess.Classes()), scheduling.Provisioning())
 	c.fresh, c.pods = kept, len(pending)
 	if len(fixed) > 0 {
-		c.want = append(c.want, fmt.Sprintf("%d node(s) kept for do-not-disrupt pods $%.4f", len(fixed), kept))
+		c.want = append(c.want, fmt.Sprintf("%d node(s) kept (do-not-disrupt pods, spot-to-spot rule) $%.4f", len(fixed), kept))
 	}
 	for _, n := range res.NewNodeClaims {
 		it, o := n.CheapestOffering()
@@ -162,6 +178,35 @@ func (r *runner) simulateFresh(ctx context.Context) (comparison, error) {
 		c.unschedulable += fmt.Sprintf("%s: %s; ", u.Pod.Name, u.Reason)
 	}
 	return c, nil
+}
+
+// heldBySpotRule names the NodeClaims whose latest Unconsolidatable Event
+// says Karpenter's spot-to-spot rule keeps them.
+func heldBySpotRule(events []corev1.Event) map[string]bool {
+	type latest struct {
+		at  time.Time
+		msg string
+	}
+	last := map[string]latest{}
+	for _, e := range events {
+		if e.Reason != "Unconsolidatable" || e.InvolvedObject.Kind != "NodeClaim" {
+			continue
+		}
+		at := e.LastTimestamp.Time
+		if at.IsZero() {
+			at = e.CreationTimestamp.Time
+		}
+		if l, ok := last[e.InvolvedObject.Name]; !ok || !at.Before(l.at) {
+			last[e.InvolvedObject.Name] = latest{at: at, msg: e.Message}
+		}
+	}
+	out := map[string]bool{}
+	for name, l := range last {
+		if strings.HasPrefix(l.msg, "SpotToSpotConsolidation requires") {
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // prices is the functions' price book as one map of offeringKey to $/h.

@@ -81,7 +81,30 @@ func (r *runner) freshCost(ctx context.Context) (c comparison, err error) {
 	return
 }
 
+// simulateFresh runs the comparison while the virtual clock keeps moving:
+// it reads through the functions' hostile clients, whose retries back off
+// on that clock, and nothing else moves it while the runner waits here.
 func (r *runner) simulateFresh(ctx context.Context) (comparison, error) {
+	type result struct {
+		c   comparison
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := r.compare(ctx)
+		done <- result{c, err}
+	}()
+	for {
+		select {
+		case res := <-done:
+			return res.c, res.err
+		case <-time.After(20 * time.Millisecond):
+			r.w.clk.Step(100 * time.Millisecond)
+		}
+	}
+}
+
+func (r *runner) compare(ctx context.Context) (comparison, error) {
 	var c comparison
 	w := r.w
 	snap, err := snapshot.Take(ctx, w.admin, w.clk)

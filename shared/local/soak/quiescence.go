@@ -121,10 +121,7 @@ func (r *runner) compare(ctx context.Context) (comparison, error) {
 	}
 	book := prices(sess.Classes())
 	for _, i := range w.emu.Instances(func(i emulator.Instance) bool { return i.State == emulator.StateRunning }) {
-		price, ok := book[offeringKey(i.InstanceType, i.Zone, i.CapacityType)]
-		if !ok {
-			price = r.price(wellknown.ProviderID(i.Zone, i.ID))
-		}
+		price := r.booked(book, wellknown.ProviderID(i.Zone, i.ID))
 		c.actual += price
 		c.have = append(c.have, fmt.Sprintf("%s/%s/%s $%.4f", i.InstanceType, i.CapacityType, i.Zone, price))
 	}
@@ -180,10 +177,7 @@ func (r *runner) compare(ctx context.Context) (comparison, error) {
 		if !fixed[nc.Status.NodeName] {
 			continue
 		}
-		price, ok := book[offeringKey(nc.Labels[corev1.LabelInstanceTypeStable], nc.Labels[corev1.LabelTopologyZone], nc.Labels[wellknown.CapacityTypeLabel])]
-		if !ok {
-			price = r.price(nc.Status.ProviderID)
-		}
+		price := r.booked(book, nc.Status.ProviderID)
 		empty.NodeClaims = append(empty.NodeClaims, nc)
 		kept += price
 	}
@@ -247,6 +241,17 @@ func prices(classes map[string]*scheduling.NodeClass) map[string]float64 {
 
 func offeringKey(instanceType, zone, capacityType string) string {
 	return instanceType + "/" + zone + "/" + capacityType
+}
+
+// booked is the book's price of a provider ID's instance (its type, zone
+// and capacity type), or the emulator's when the book has none.
+func (r *runner) booked(book map[string]float64, providerID string) float64 {
+	if i, ok := r.w.emu.Instance(wellknown.InstanceIDFromProviderID(providerID)); ok {
+		if p, ok := book[offeringKey(i.InstanceType, i.Zone, i.CapacityType)]; ok {
+			return p
+		}
+	}
+	return r.price(providerID)
 }
 
 // price is what the emulator charges for a provider ID's instance.

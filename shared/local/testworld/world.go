@@ -47,6 +47,9 @@ type World struct {
 	// what the test skipped (Advance), so that waits of the hostile world
 	// (IAM propagation, eventual consistency) take no real time.
 	Clock *SkewClock
+	// Chaos is the Kubernetes API's hostility the engines' clients meet;
+	// its Stats say how often it answered in their place.
+	Chaos *kubechaos.Chaos
 }
 
 // SkewClock is the wall clock plus an offset the test moves forward, so
@@ -124,7 +127,8 @@ func New(t testing.TB, env *kubetest.Env, identity string, opts ...Option) *Worl
 	// (conflicts, 429s, watches ended with 410, expired continue tokens);
 	// the test's own clients (w.E.Clients) do not.
 	restCfg := rest.CopyConfig(e.Cluster.RESTConfig)
-	restCfg.Wrap(kubechaos.Wrap(kubechaos.Defaults(emu.Config().Seed)))
+	chaos := kubechaos.New(kubechaos.Defaults(emu.Config().Seed))
+	restCfg.Wrap(chaos.Wrap)
 	kc, err := kube.NewClients(restCfg)
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +137,7 @@ func New(t testing.TB, env *kubetest.Env, identity string, opts ...Option) *Worl
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &World{T: t, E: e, Emu: emu, App: a, NS: e.Namespace(t), Clock: clk}
+	w := &World{T: t, E: e, Emu: emu, App: a, NS: e.Namespace(t), Clock: clk, Chaos: chaos}
 	t.Cleanup(w.cleanup)
 	return w
 }

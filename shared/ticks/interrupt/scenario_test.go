@@ -24,6 +24,7 @@ import (
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/kube"
+	"github.com/karpless/karpless/shared/local/controlplane/kubechaos"
 	"github.com/karpless/karpless/shared/local/deploy"
 	"github.com/karpless/karpless/shared/local/emulator"
 	"github.com/karpless/karpless/shared/local/eventsource"
@@ -422,12 +423,13 @@ func TestReactionTime(t *testing.T) {
 			return r, err
 		}, nil)
 	}()
-	var toTaint, toFleet []time.Duration
+	var toTaint, toFleet, own []time.Duration
 	var done []string
 	for range n {
 		victim, id := claimWithNode(t, w, done...)
 		done = append(done, victim.Name)
 		fleets := len(w.Emu.Calls())
+		throttled := w.Chaos.Stats()[kubechaos.StatTooManyRequests]
 		sent := time.Now()
 		// The emulator stamps calls on the world's (skewed) clock.
 		sentOnClock := w.Clock.Now()
@@ -435,8 +437,15 @@ func TestReactionTime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// How many 429s the handler had met by when, sampled as it runs.
+		type sample struct {
+			at        time.Time
+			throttled int
+		}
+		var samples []sample
 		deadline := time.Now().Add(30 * time.Second)
 		for {
+			samples = append(samples, sample{w.Clock.Now(), w.Chaos.Stats()[kubechaos.StatTooManyRequests]})
 			mu.Lock()
 			at, ok := tainted[msgIDs[0]]
 			mu.Unlock()
@@ -449,24 +458,67 @@ func TestReactionTime(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		for _, c := range w.Emu.Calls()[fleets:] {
+		calls := w.Emu.Calls()[fleets:]
+		for i, c := range calls {
 			if c.Action == "CreateFleet" {
-				toFleet = append(toFleet, c.At.Sub(sentOnClock))
+				total := c.At.Sub(sentOnClock)
+				// What the world made the handler wait: each 429 of the API
+				// server costs its Retry-After (1 s; counted at the last
+				// sample before the call, so a late one is missed and the
+				// wait understated), each throttled or failed AWS answer
+				// the SDK's backoff before the call was sent again.
+				seen := throttled
+				for _, s := range samples {
+					if s.at.Before(c.At) {
+						seen = s.throttled
+					}
+				}
+				imposed := time.Duration(seen-throttled) * time.Second
+				imposed += awsBackoff(calls[:i])
+				toFleet = append(toFleet, total)
+				own = append(own, max(total-imposed, 0))
 				break
 			}
 		}
 	}
 	slices.Sort(toTaint)
 	slices.Sort(toFleet)
-	if len(toFleet) == 0 {
-		t.Fatal("no replacement launched")
+	slices.Sort(own)
+	if len(toFleet) < n {
+		t.Fatalf("%d of %d interruptions launched a replacement", len(toFleet), n)
 	}
-	t.Logf("queue -> taint and retire: median %s, p99 %s; queue -> replacement CreateFleet: median %s, p99 %s (%d events)",
+	t.Logf("queue -> taint and retire: median %s, p99 %s; queue -> replacement CreateFleet: median %s, p99 %s; without the waits the world imposed (429 Retry-After, AWS throttling backoff): median %s, p99 %s (%d events)",
 		toTaint[len(toTaint)/2].Round(time.Millisecond), toTaint[len(toTaint)-1].Round(time.Millisecond),
-		toFleet[len(toFleet)/2].Round(time.Millisecond), toFleet[len(toFleet)-1].Round(time.Millisecond), n)
-	if toFleet[len(toFleet)-1] > 5*time.Second {
-		t.Errorf("p99 from queue to replacement CreateFleet is %s, target under 5 s", toFleet[len(toFleet)-1])
+		toFleet[len(toFleet)/2].Round(time.Millisecond), toFleet[len(toFleet)-1].Round(time.Millisecond),
+		own[len(own)/2].Round(time.Millisecond), own[len(own)-1].Round(time.Millisecond), n)
+	// Karpless's own part of the reaction; the world's waits (a throttle
+	// burst costs up to 6.5 s of SDK backoff) are real but not ours to cut.
+	if own[len(own)-1] > 5*time.Second {
+		t.Errorf("p99 from queue to replacement CreateFleet, less the waits the world imposed, is %s, target under 5 s", own[len(own)-1])
 	}
+	// Whatever the world does, the replacement is asked for well inside
+	// the two-minute warning.
+	if toFleet[len(toFleet)-1] > 30*time.Second {
+		t.Errorf("slowest replacement CreateFleet came %s after the message, target under 30 s", toFleet[len(toFleet)-1])
+	}
+}
+
+// awsBackoff is the time between each throttled or failed (5xx) AWS answer
+// and the next call of the same action: the SDK's backoff.
+func awsBackoff(calls []emulator.Call) time.Duration {
+	var d time.Duration
+	for i, c := range calls {
+		if c.Status < 500 && c.Code != "RequestLimitExceeded" && c.Code != "ThrottlingException" {
+			continue
+		}
+		for _, next := range calls[i+1:] {
+			if next.Service == c.Service && next.Action == c.Action {
+				d += next.At.Sub(c.At)
+				break
+			}
+		}
+	}
+	return d
 }
 
 // TestRedeliveryAfterADeathReplacesAtOnce: an invocation deleted the

@@ -12,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -80,8 +81,15 @@ func TestTokenWebhook(t *testing.T) {
 		return cs
 	}
 	prov := as("provisioner")
-	if _, err := prov.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
-		t.Errorf("provisioner listing nodes: %v", err)
+	// The API server's RBAC authorizer reads bindings from an informer, so
+	// a binding just created is honoured a moment later (under load, a
+	// few seconds).
+	var listErr error
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, listErr = prov.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		return listErr == nil || !apierrors.IsForbidden(listErr), nil
+	}); err != nil || listErr != nil {
+		t.Errorf("provisioner listing nodes: %v", listErr)
 	}
 	_, err = prov.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "not-allowed"}}, metav1.CreateOptions{})
 	if !apierrors.IsForbidden(err) {

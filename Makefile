@@ -78,7 +78,7 @@ vet:
 ## KARPLESS_REQUIRE_KUBE=1 a missing one is a failure, never a silent skip.
 ## The longest suites are named first: go test starts packages in the order
 ## given, so they no longer start last and set the wall time alone.
-SLOW_TESTS := ./shared/ticks/disrupt ./shared/ticks/interrupt ./shared/ticks/provision ./shared/local/soak ./shared/ticks/termination ./shared/local/demo ./shared/ticks/bootstrap
+SLOW_TESTS := ./shared/ticks/provision ./shared/ticks/disrupt ./shared/ticks/interrupt ./shared/local/soak ./shared/ticks/termination ./shared/local/demo ./shared/ticks/bootstrap
 test: kube vet check-generated synth
 	KARPLESS_REQUIRE_KUBE=1 CDK_VALIDATION=false $(GO) test -count=1 -p $(TEST_PARALLEL) -timeout 25m $(SLOW_TESTS) ./...
 

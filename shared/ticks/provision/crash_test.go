@@ -421,8 +421,8 @@ func TestKilledBetweenFleetCalls(t *testing.T) {
 	// late, so the calls of a killed tick do not follow the undisturbed
 	// one's order: what matters is that kills land around the fleet calls
 	// and the attempt writes between them.
-	fleets, attempts := r.killed["aws CreateFleet"], 0
-	for call, n := range r.killed {
+	fleets, attempts := r.landed["aws CreateFleet"], 0
+	for call, n := range r.landed {
 		if strings.HasPrefix(call, "kube PATCH /apis/karpenter.sh/v1/nodeclaims/") {
 			attempts += n
 		}
@@ -437,7 +437,7 @@ func TestKilledBetweenFleetCalls(t *testing.T) {
 // their kill point, and how many kills landed at each call.
 type killed struct {
 	cases, unreached int
-	killed           map[string]int
+	landed           map[string]int
 }
 
 // killEachCall kills, in turn, the provisioner tick before and after each
@@ -545,5 +545,5 @@ func killEachCall(t *testing.T, w *testworld.World, c crashWorld, fault func(), 
 		}
 	}
 	t.Logf("%d kill cases; %d ended before their kill point (a hostile answer ended the tick first); the slowest converged in %d ticks; the clock ran %s ahead", n, unreached, slowest, c.clk.Skew().Round(time.Second))
-	return killed{cases: n, unreached: unreached, killed: landed}
+	return killed{cases: n, unreached: unreached, landed: landed}
 }

@@ -63,9 +63,24 @@ func (w *world) clean(rec *disruption.Record) {
 			leaving[nc.Status.NodeName] = true
 		}
 	}
+	whose := map[string]string{}
+	for _, nc := range w.claims() {
+		role := "another claim"
+		switch nc.Name {
+		case rec.Candidates[0]:
+			role = "the candidate"
+		case rec.Replacements[0]:
+			role = "the replacement"
+		}
+		whose[nc.Status.ProviderID] = role + " " + nc.Name
+	}
 	for _, n := range nodes.Items {
 		if n.DeletionTimestamp == nil && !leaving[n.Name] && hasDisrupted(n) {
-			w.t.Errorf("node %s still tainted", n.Name)
+			owner, ok := whose[n.Spec.ProviderID]
+			if !ok {
+				owner = "no claim (gone)"
+			}
+			w.t.Errorf("node %s (%s, of %s) still tainted: %v", n.Name, n.Spec.ProviderID, owner, n.Spec.Taints)
 		}
 	}
 }

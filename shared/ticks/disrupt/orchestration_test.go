@@ -57,12 +57,16 @@ func (w *world) clean(rec *disruption.Record) {
 	}
 	// A replacement's node may have registered before its claim was
 	// deleted: termination taints it on its way out.
+	// Its claim may not have recorded the node's name yet (termination
+	// finds the node by provider ID), so both keys count.
 	leaving := map[string]bool{}
 	for _, nc := range w.claims() {
 		if nc.DeletionTimestamp != nil {
 			leaving[nc.Status.NodeName] = true
+			leaving[nc.Status.ProviderID] = true
 		}
 	}
+	delete(leaving, "")
 	whose := map[string]string{}
 	for _, nc := range w.claims() {
 		role := "another claim"
@@ -75,7 +79,7 @@ func (w *world) clean(rec *disruption.Record) {
 		whose[nc.Status.ProviderID] = role + " " + nc.Name
 	}
 	for _, n := range nodes.Items {
-		if n.DeletionTimestamp == nil && !leaving[n.Name] && hasDisrupted(n) {
+		if n.DeletionTimestamp == nil && !leaving[n.Name] && !leaving[n.Spec.ProviderID] && hasDisrupted(n) {
 			owner, ok := whose[n.Spec.ProviderID]
 			if !ok {
 				owner = "no claim (gone)"

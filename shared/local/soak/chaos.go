@@ -393,6 +393,8 @@ func (c *chaos) editNodePool(ctx context.Context) {
 		return
 	}
 	var what string
+	var before []karpv1.Budget
+	budgets := false
 	switch c.w.intn(4) {
 	case 0:
 		for i, r := range np.Spec.Template.Spec.Requirements {
@@ -411,6 +413,7 @@ func (c *chaos) editNodePool(ctx context.Context) {
 		what = "consolidateAfter " + v
 	case 2:
 		v := []string{"10%", "20%", "50%", "2"}[c.w.intn(4)]
+		before, budgets = np.Spec.Disruption.Budgets, true
 		np.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: v}}
 		what = "budget nodes " + v
 	case 3:
@@ -420,6 +423,9 @@ func (c *chaos) editNodePool(ctx context.Context) {
 	}
 	if _, err := c.w.admin.NodePools.Update(ctx, np, metav1.UpdateOptions{}); err != nil {
 		return
+	}
+	if budgets {
+		c.w.inv.budgetsEdited(np.Name, before)
 	}
 	c.actions++
 	c.w.inv.changed()

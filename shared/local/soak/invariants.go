@@ -3,6 +3,7 @@ package soak
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -68,6 +69,37 @@ type invariants struct {
 	// had every offering it allows taken away by them (both guarded by mu).
 	outages   map[emulator.FaultID]string
 	blockedAt map[string]time.Time
+	// budgetEdits are the chaos schedule's edits of each pool's budgets,
+	// oldest first (guarded by mu).
+	budgetEdits map[string][]budgetEdit
+}
+
+// budgetEdit is an edit of a NodePool's budgets: when the API server had
+// applied it, and the budgets before it.
+type budgetEdit struct {
+	at     time.Time
+	before []karpv1.Budget
+}
+
+// budgetsEdited records that pool's budgets were just changed from before.
+func (v *invariants) budgetsEdited(pool string, before []karpv1.Budget) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.budgetEdits[pool] = append(v.budgetEdits[pool], budgetEdit{at: v.w.now(), before: before})
+}
+
+// budgetsAt is np with the budgets it had when a command started: the
+// command read the budgets after its start time (whole seconds, rounded
+// down), so an edit applied at or after it may not have been seen, and the
+// budgets before the first such edit are the ones it answers to.
+func budgetsAt(np karpv1.NodePool, edits []budgetEdit, started time.Time) karpv1.NodePool {
+	for _, e := range edits {
+		if !e.at.Before(started) {
+			np.Spec.Disruption.Budgets = e.before
+			break
+		}
+	}
+	return np
 }
 
 // outage records a zone-wide capacity removal starting (on) or ending.
@@ -125,7 +157,7 @@ func (v *invariants) changed() {
 
 func newInvariants(w *world) *invariants {
 	return &invariants{w: w, reported: map[string]bool{}, evictions: map[string]int{}, orphans: map[string]time.Time{}, commands: map[string]bool{},
-		outages: map[emulator.FaultID]string{}, blockedAt: map[string]time.Time{}}
+		outages: map[emulator.FaultID]string{}, blockedAt: map[string]time.Time{}, budgetEdits: map[string][]budgetEdit{}}
 }
 
 // note adds an event to the log a violation report shows.
@@ -373,10 +405,19 @@ func (v *invariants) checkBudgets(claims []karpv1.NodeClaim) {
 			}
 		}
 	}
+	v.mu.Lock()
+	edits := maps.Clone(v.budgetEdits)
+	v.mu.Unlock()
 	for id, r := range fresh {
 		v.commands[id] = true
 		v.note("disruption command %s executing: %s %s of %v -> %v", id, r.Method, r.Decision, r.Candidates, r.Replacements)
-		for _, o := range overBudget(r, claims, pools.Items, notReadySince) {
+		asStarted := slices.Clone(pools.Items)
+		if r.StartedAt != nil {
+			for i := range asStarted {
+				asStarted[i] = budgetsAt(asStarted[i], edits[asStarted[i].Name], *r.StartedAt)
+			}
+		}
+		for _, o := range overBudget(r, claims, asStarted, notReadySince) {
 			v.violate("budget/"+id+"/"+o.pool, "disruption budgets never exceeded",
 				"command %s (%s) started with %d of nodepool %s's %d nodes disrupting; its budgets allow %d", id, r.Reason, o.disrupting, o.pool, o.total, o.allowed)
 		}

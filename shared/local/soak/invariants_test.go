@@ -193,3 +193,38 @@ func TestHeldBySpotRule(t *testing.T) {
 		t.Errorf("held %v; want %v", got, want)
 	}
 }
+
+// TestBudgetsAt: a command answers to the budgets its pool had when it
+// started; an edit applied in its start second or later may not have been
+// read by it.
+func TestBudgetsAt(t *testing.T) {
+	started := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	b := func(n string) []karpv1.Budget { return []karpv1.Budget{{Nodes: n}} }
+	np := karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "general"}}
+	np.Spec.Disruption.Budgets = b("10%")
+	for _, tc := range []struct {
+		name  string
+		edits []budgetEdit
+		want  string
+	}{
+		{"never edited", nil, "10%"},
+		{"edited before the start", []budgetEdit{{at: started.Add(-time.Second), before: b("20%")}}, "10%"},
+		{"edited in the start second", []budgetEdit{{at: started, before: b("20%")}}, "20%"},
+		{"edited after the start", []budgetEdit{{at: started.Add(3 * time.Second), before: b("20%")}}, "20%"},
+		{"edited before, then twice after", []budgetEdit{
+			{at: started.Add(-time.Minute), before: b("50%")},
+			{at: started.Add(time.Second), before: b("2")},
+			{at: started.Add(time.Minute), before: b("20%")},
+		}, "2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := budgetsAt(np, tc.edits, started)
+			if n := got.Spec.Disruption.Budgets[0].Nodes; n != tc.want {
+				t.Errorf("budgets %s, want %s", n, tc.want)
+			}
+			if np.Spec.Disruption.Budgets[0].Nodes != "10%" {
+				t.Error("the pool given was changed")
+			}
+		})
+	}
+}

@@ -363,27 +363,7 @@ func freshTicks(t *testing.T, w *testworld.World, c crashWorld, holder string, p
 // NodeClaim may ever have got two instances, no instance may leak and no
 // two claims may have been made for the same pods.
 func TestKilledTickThenFreshTick(t *testing.T) {
-	w := testworld.New(t, env, "provisioner")
-	ctx := context.Background()
-	// A few amd64 types: one launch template per launch.
-	pool := deploy.DefaultNodePool("default", typesReq("m5.large", "c5.large", "m6i.large", "c6i.large", "r5.large"), capacityReq("spot", "on-demand"))
-	if err := deploy.Apply(ctx, w.E.Clients, deploy.DefaultNodeClass(testworld.Cluster, ""), pool); err != nil {
-		t.Fatal(err)
-	}
-	// Two pods that must not share a node: two NodeClaims per tick.
-	for _, name := range []string{"web-0", "web-1"} {
-		if _, err := w.E.Clients.Core.CoreV1().Pods(w.NS).Create(ctx, webPod(w.NS, name), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w.WaitUnschedulable(2)
-	c := newCrashWorld(t, w)
-	// The first launches wait for the new instance profile to propagate
-	// (up to 20 s) and the new templates to be known.
-	if n := freshTicks(t, w, c, "warm-up", 2, 12, 5*time.Second); n > 12 {
-		t.Fatalf("the account does not converge: %+v", inspect(w, c.emu))
-	}
-
+	w, c := twoPodWorld(t)
 	r := killEachCall(t, w, c, nil, "")
 	if r.unreached > r.cases/4 {
 		t.Errorf("%d of %d killed ticks ended before their kill point: the enumeration no longer follows the undisturbed tick", r.unreached, r.cases)
@@ -397,22 +377,7 @@ func TestKilledTickThenFreshTick(t *testing.T) {
 // those, the world changing before the next tick, must still end with one
 // instance per claim and nothing leaked.
 func TestKilledBetweenFleetCalls(t *testing.T) {
-	w := testworld.New(t, env, "provisioner")
-	ctx := context.Background()
-	pool := deploy.DefaultNodePool("default", typesReq("m5.large", "c5.large", "m6i.large", "c6i.large", "r5.large"), capacityReq("spot", "on-demand"))
-	if err := deploy.Apply(ctx, w.E.Clients, deploy.DefaultNodeClass(testworld.Cluster, ""), pool); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"web-0", "web-1"} {
-		if _, err := w.E.Clients.Core.CoreV1().Pods(w.NS).Create(ctx, webPod(w.NS, name), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w.WaitUnschedulable(2)
-	c := newCrashWorld(t, w)
-	if n := freshTicks(t, w, c, "warm-up", 2, 12, 5*time.Second); n > 12 {
-		t.Fatalf("the account does not converge: %+v", inspect(w, c.emu))
-	}
+	w, c := twoPodWorld(t)
 	spotOut := func() { c.emu.Inject(emulator.ICE(wellknown.CapacityTypeSpot, "", "")) }
 	// The calls before the first CreateFleet are the same as in
 	// TestKilledTickThenFreshTick's world, which kills them already.
@@ -431,6 +396,33 @@ func TestKilledBetweenFleetCalls(t *testing.T) {
 	if fleets < 8 || attempts < 4 {
 		t.Errorf("kills landed at %d CreateFleet calls and %d NodeClaim patches (want at least 8 and 4): the test no longer kills between fleet calls", fleets, attempts)
 	}
+}
+
+// twoPodWorld is the crash tests' world: a pool of a few amd64 types (one
+// launch template per launch), two pending pods that must not share a node
+// (two NodeClaims per tick), and an account that has launched before (its
+// instance profile propagated, its templates known).
+func twoPodWorld(t *testing.T) (*testworld.World, crashWorld) {
+	t.Helper()
+	w := testworld.New(t, env, "provisioner")
+	ctx := context.Background()
+	pool := deploy.DefaultNodePool("default", typesReq("m5.large", "c5.large", "m6i.large", "c6i.large", "r5.large"), capacityReq("spot", "on-demand"))
+	if err := deploy.Apply(ctx, w.E.Clients, deploy.DefaultNodeClass(testworld.Cluster, ""), pool); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"web-0", "web-1"} {
+		if _, err := w.E.Clients.Core.CoreV1().Pods(w.NS).Create(ctx, webPod(w.NS, name), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.WaitUnschedulable(2)
+	c := newCrashWorld(t, w)
+	// The first launches wait for the new instance profile to propagate
+	// (up to 20 s) and the new templates to be known.
+	if n := freshTicks(t, w, c, "warm-up", 2, 12, 5*time.Second); n > 12 {
+		t.Fatalf("the account does not converge: %+v", inspect(w, c.emu))
+	}
+	return w, c
 }
 
 // killed is what killEachCall did: how many cases, how many ended before

@@ -15,6 +15,12 @@ import (
 // their pods moving to the other nodes plus at most one new node that is
 // cheaper than all of them together? It returns the command, or nil and
 // why not.
+
+// SpotToSpotRule begins the reason Karpenter gives when its spot-to-spot
+// rule (15 cheaper instance types) keeps a spot candidate; readers of the
+// Unconsolidatable Events match on it.
+const SpotToSpotRule = "SpotToSpotConsolidation requires"
+
 func (w *world) consolidate(m Method, cands []*Candidate) (*Command, string) {
 	sim := w.simulate(cands, 1)
 	if sim.failure != "" {
@@ -57,7 +63,7 @@ func (w *world) consolidate(m Method, cands []*Candidate) (*Command, string) {
 			// Keep only the cheapest options, so that the node launched is
 			// one of them and is not itself replaced at once.
 			if len(n.InstanceTypes) < minSpotToSpotOptions {
-				return nil, fmt.Sprintf("SpotToSpotConsolidation requires %d cheaper instance type options than the current candidate to consolidate, got %d",
+				return nil, fmt.Sprintf(SpotToSpotRule+" %d cheaper instance type options than the current candidate to consolidate, got %d",
 					minSpotToSpotOptions, len(n.InstanceTypes))
 			}
 			keep := max(minSpotToSpotOptions, minValuesNeeded(n))

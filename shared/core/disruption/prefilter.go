@@ -179,7 +179,7 @@ func (r *room) hopeless(cand *Candidate) string {
 	case spot && spotOptions >= minSpotToSpotOptions:
 		return ""
 	case spot && spotOptions > 0:
-		return fmt.Sprintf("SpotToSpotConsolidation requires %d cheaper instance type options than the current candidate to consolidate, got %d",
+		return fmt.Sprintf(SpotToSpotRule+" %d cheaper instance type options than the current candidate to consolidate, got %d",
 			minSpotToSpotOptions, spotOptions)
 	}
 	return "Can't replace with a cheaper node (the room left on other nodes cannot take all its pods, and no cheaper instance type holds the rest)"

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/karpless/karpless/shared/core/disruption"
 	"github.com/karpless/karpless/shared/core/planning"
 	"github.com/karpless/karpless/shared/core/podutil"
 	"github.com/karpless/karpless/shared/core/scheduling"
@@ -219,7 +220,7 @@ func heldBySpotRule(events []corev1.Event) map[string]bool {
 	}
 	out := map[string]bool{}
 	for name, l := range last {
-		if strings.HasPrefix(l.msg, "SpotToSpotConsolidation requires") {
+		if strings.HasPrefix(l.msg, disruption.SpotToSpotRule) {
 			out[name] = true
 		}
 	}

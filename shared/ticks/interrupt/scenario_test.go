@@ -473,7 +473,7 @@ func TestReactionTime(t *testing.T) {
 						seen = s.throttled
 					}
 				}
-				imposed := time.Duration(seen-throttled) * time.Second
+				imposed := time.Duration(seen-throttled) * kubechaos.RetryAfter
 				imposed += awsBackoff(calls[:i])
 				toFleet = append(toFleet, total)
 				own = append(own, max(total-imposed, 0))

@@ -89,6 +89,9 @@ const (
 	StatReachedServer   = "reached-server"   // requests passed on and answered
 )
 
+// RetryAfter is what a 429 asks the client to wait, as APF does.
+const RetryAfter = time.Second
+
 // Config chooses the faults. The zero value injects nothing.
 type Config struct {
 	// Seed makes the decisions reproducible (math/rand/v2 PCG).

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,7 +66,7 @@ func tooManyRequestsResponse(req *http.Request) *http.Response {
 	h := http.Header{}
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Retry-After", "1")
+	h.Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
 	h.Set("X-Kubernetes-Pf-Flowschema-Uid", flowSchemaUID)
 	h.Set("X-Kubernetes-Pf-Prioritylevel-Uid", priorityLevelUID)
 	return response(req, http.StatusTooManyRequests, h, []byte(tooManyRequestsBody))

@@ -21,6 +21,7 @@ import (
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/aws/instance"
+	"github.com/karpless/karpless/shared/aws/launchtemplate"
 	"github.com/karpless/karpless/shared/aws/nodeclass"
 	"github.com/karpless/karpless/shared/aws/pricing"
 	"github.com/karpless/karpless/shared/aws/unavailable"
@@ -31,6 +32,7 @@ import (
 	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/kube/eksauth"
+	"github.com/karpless/karpless/shared/kube/lease"
 )
 
 // TemplateRequest is what a launch template set is built from.
@@ -40,6 +42,8 @@ type TemplateRequest struct {
 	InstanceTypes []*scheduling.InstanceType
 	CapacityType  string
 	Cluster       eksauth.ClusterInfo
+	// Seen is the invocation's memory of templates already ensured.
+	Seen *launchtemplate.Seen
 }
 
 // Templates ensures launch templates exist for a launch, one per AMI group.
@@ -82,7 +86,9 @@ type Cloud struct {
 	classes map[string]*scheduling.NodeClass
 	// guard, when set, is called before every CreateFleet and fails when
 	// this invocation no longer holds the provisioning lease.
-	guard func(context.Context) error
+	guard lease.Guard
+	// templates are the launch templates this invocation has ensured.
+	templates launchtemplate.Seen
 	// launched counts successful launches (launches run in parallel).
 	launched atomic.Int64
 }
@@ -138,7 +144,7 @@ func (c *Cloud) Use(ctx context.Context, ncs []*awsv1.EC2NodeClass) error {
 
 // Guard makes every launch check g first (the caller's lease): a Cloud
 // that outlives its lease launches nothing more.
-func (c *Cloud) Guard(g func(context.Context) error) { c.guard = g }
+func (c *Cloud) Guard(g lease.Guard) { c.guard = g }
 
 // InstanceTypes are the launchable instance types per EC2NodeClass name,
 // as the simulator takes them.

@@ -103,11 +103,12 @@ func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeC
 		}
 		templates, err := c.Templates.Ensure(ctx, TemplateRequest{
 			NodeClass: view.nc, NodeClaim: nc, InstanceTypes: types, CapacityType: capacityType, Cluster: info,
+			Seen: &c.templates,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("ensuring launch templates: %w", err)
 		}
-		if err := c.hold(ctx); err != nil {
+		if err := c.guard.Check(ctx, "launching"); err != nil {
 			return nil, err
 		}
 		res, err := c.Instances.Create(ctx, instance.Request{
@@ -141,6 +142,9 @@ func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeC
 			// garbage collection removed one Ensure had just found: wait a
 			// moment and ensure again (a top-level 400 records nothing for
 			// this token, so the attempt stays).
+			for _, t := range templates {
+				c.templates.Forget(t.Name)
+			}
 			if waits++; waits > maxTemplateWaits {
 				return nil, fmt.Errorf("EC2 did not list the launch templates after %d waits: %w", maxTemplateWaits, err)
 			}
@@ -205,18 +209,6 @@ func (c *Cloud) LaunchAll(ctx context.Context, claims []*karpv1.NodeClaim) error
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// hold checks, before a launch, that this invocation may still act (the
-// provisioning lease is held); nil hold means the caller holds no lease.
-func (c *Cloud) hold(ctx context.Context) error {
-	if c.guard == nil {
-		return nil
-	}
-	if err := c.guard(ctx); err != nil {
-		return fmt.Errorf("before launching: %w", err)
-	}
-	return nil
 }
 
 // markUnavailable records the capacity errors of a fleet answer.

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -73,6 +74,49 @@ type Request struct {
 	// CapacityType is spot, on-demand or reserved.
 	CapacityType string
 	Cluster      eksauth.ClusterInfo
+	// Seen, when set, holds the templates this invocation already found or
+	// made; Ensure neither describes nor creates them again.
+	Seen *Seen
+}
+
+// Seen is one invocation's memory of the templates EC2 has confirmed. A
+// name is a hash of the content, so a name seen once is the template asked
+// for; the memory is kept for one invocation only, since garbage
+// collection in another function may remove a template later (a launch
+// that meets InvalidLaunchTemplateName.NotFoundException forgets it).
+type Seen struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+func (s *Seen) has(name string) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.names[name]
+}
+
+func (s *Seen) add(name string) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.names == nil {
+		s.names = map[string]bool{}
+	}
+	s.names[name] = true
+}
+
+// Forget drops names, so that the next Ensure looks them up again.
+func (s *Seen) Forget(names ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range names {
+		delete(s.names, n)
+	}
 }
 
 // LaunchTemplate is one ensured template and the instance types it serves.
@@ -100,11 +144,16 @@ func (p *Provider) Ensure(ctx context.Context, req Request) ([]LaunchTemplate, e
 	}
 	out := make([]LaunchTemplate, 0, len(inputs))
 	for _, in := range inputs {
-		lt, err := p.ensure(ctx, in.Input)
-		if err != nil {
-			return nil, err
+		name := aws.ToString(in.Input.LaunchTemplateName)
+		if !req.Seen.has(name) {
+			lt, err := p.ensure(ctx, in.Input)
+			if err != nil {
+				return nil, err
+			}
+			name = aws.ToString(lt.LaunchTemplateName)
+			req.Seen.add(name)
 		}
-		out = append(out, LaunchTemplate{Name: aws.ToString(lt.LaunchTemplateName), ImageID: in.ImageID, InstanceTypes: in.InstanceTypes})
+		out = append(out, LaunchTemplate{Name: name, ImageID: in.ImageID, InstanceTypes: in.InstanceTypes})
 	}
 	return out, nil
 }

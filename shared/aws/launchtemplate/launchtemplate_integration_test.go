@@ -175,6 +175,33 @@ func TestIntegrationEnsureAndCollect(t *testing.T) {
 	if len(deleted) != 4 || len(emu.LaunchTemplates()) != 0 {
 		t.Fatalf("class deletion: %v, %d templates left", deleted, len(emu.LaunchTemplates()))
 	}
+
+	// One invocation's launches ensure each template once: a second Ensure
+	// with the same memory calls EC2 for nothing, and one it was told to
+	// forget (a launch met NotFound: collected meanwhile) is made again.
+	seen := &launchtemplate.Seen{}
+	req.Seen = seen
+	first, err := p.Ensure(ctx, req)
+	if err != nil || len(first) != 4 {
+		t.Fatalf("ensure with memory: %v %+v", err, first)
+	}
+	calls := func() int { return emu.CallCount("DescribeLaunchTemplates") + emu.CallCount("CreateLaunchTemplate") }
+	before := calls()
+	if again, err := p.Ensure(ctx, req); err != nil || !reflect.DeepEqual(again, first) || calls() != before {
+		t.Fatalf("remembered ensure: %v %+v, %d EC2 calls", err, again, calls()-before)
+	}
+	for start := time.Now(); len(emu.LaunchTemplates()) > 0 && time.Since(start) < 10*time.Second; time.Sleep(200 * time.Millisecond) {
+		if _, err := p.DeleteForNodeClass(ctx, cl, "default"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen.Forget(first[0].Name)
+	if again, err := p.Ensure(ctx, req); err != nil || !reflect.DeepEqual(again, first) {
+		t.Fatalf("ensure after forgetting: %v %+v", err, again)
+	}
+	if held := emu.LaunchTemplates(); len(held) != 1 || held[0].Name != first[0].Name {
+		t.Fatalf("after forgetting one template, EC2 holds %+v; want only %s made again", held, first[0].Name)
+	}
 }
 
 func isTrue(st awsv1.EC2NodeClassStatus, typ string) bool {

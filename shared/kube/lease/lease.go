@@ -194,6 +194,23 @@ func (l *Lease) Hold(ctx context.Context) error {
 	return err
 }
 
+// Guard is the check code acting for a lease holder makes before each
+// action only the holder may take: typically the holder's Hold. A nil Guard
+// means the caller acts under no lease.
+type Guard func(context.Context) error
+
+// Check runs g before the action named by before ("creating a nodeclaim");
+// its error says which action it stopped.
+func (g Guard) Check(ctx context.Context, before string) error {
+	if g == nil {
+		return nil
+	}
+	if err := g(ctx); err != nil {
+		return fmt.Errorf("before %s: %w", before, err)
+	}
+	return nil
+}
+
 // RequestHandover asks the current holder to release soon. It does nothing
 // when the lease is free or missing.
 func (l *Lease) RequestHandover(ctx context.Context) error {

@@ -188,3 +188,26 @@ func TestHold(t *testing.T) {
 		t.Fatalf("hold after a takeover = %v, want ErrLost", err)
 	}
 }
+
+func TestGuardCheck(t *testing.T) {
+	cases := []struct {
+		name    string
+		g       Guard
+		wantErr error
+	}{
+		{name: "no lease", g: nil},
+		{name: "held", g: func(context.Context) error { return nil }},
+		{name: "lost", g: func(context.Context) error { return ErrLost }, wantErr: ErrLost},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.g.Check(context.Background(), "launching")
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+				t.Fatalf("got %v, want %v", err, tc.wantErr)
+			}
+			if err != nil && err.Error() != "before launching: "+tc.wantErr.Error() {
+				t.Errorf("error %q does not name the action it stopped", err)
+			}
+		})
+	}
+}

@@ -79,7 +79,7 @@ type Provisioning interface {
 // Session is one pass's loan; Close saves the capacity marks its launches
 // made.
 type Session interface {
-	Guard(g func(context.Context) error)
+	Guard(g lease.Guard)
 	Classes() map[string]*scheduling.NodeClass
 	CreateAndLaunch(ctx context.Context, claims []planning.NewClaim) ([]*karpv1.NodeClaim, error)
 	Advance(ctx context.Context, claims []*karpv1.NodeClaim, nodes []*corev1.Node) (lifecycle.Summary, error)

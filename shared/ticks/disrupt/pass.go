@@ -24,6 +24,7 @@ import (
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/kube"
+	"github.com/karpless/karpless/shared/kube/lease"
 	"github.com/karpless/karpless/shared/kube/snapshot"
 	"github.com/karpless/karpless/shared/ticks/garbagecollection"
 	"github.com/karpless/karpless/shared/ticks/termination"
@@ -40,7 +41,7 @@ type invocation struct {
 	deadline time.Time
 	// guard checks the disruption lease before replacements are created
 	// and launched (nil outside Run).
-	guard   func(context.Context) error
+	guard   lease.Guard
 	facts   map[string]disruption.InstanceFacts
 	factsOK bool
 }
@@ -91,9 +92,7 @@ func (d *Disrupter) pass(ctx context.Context, inv *invocation, sum *Summary) (ti
 		return time.Time{}, errors.Join(append(errs, fmt.Errorf("reading instance types: %w", err))...)
 	}
 	defer sess.Close(context.WithoutCancel(ctx))
-	if inv.guard != nil {
-		sess.Guard(inv.guard)
-	}
+	sess.Guard(inv.guard)
 	if d.EC2 != nil && !inv.factsOK {
 		if inv.facts, err = instanceFacts(ctx, d.EC2, d.Config.ClusterName); err != nil {
 			d.Log.Warn("reading instance security groups; network drift is not checked this tick", "error", err)

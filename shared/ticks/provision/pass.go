@@ -17,6 +17,7 @@ import (
 	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/kube/eksauth"
+	"github.com/karpless/karpless/shared/kube/lease"
 	"github.com/karpless/karpless/shared/kube/snapshot"
 	"github.com/karpless/karpless/shared/ticks/lifecycle"
 )
@@ -31,18 +32,7 @@ type invocation struct {
 	// every instance launched: it fails once the invocation no longer holds
 	// the provisioning lease, so a pass that outlives its lease stops before
 	// it provisions the same pods as the new holder.
-	guard func(context.Context) error
-}
-
-// hold runs the guard, if any.
-func (inv *invocation) hold(ctx context.Context) error {
-	if inv.guard == nil {
-		return nil
-	}
-	if err := inv.guard(ctx); err != nil {
-		return fmt.Errorf("before creating a nodeclaim: %w", err)
-	}
-	return nil
+	guard lease.Guard
 }
 
 type passResult struct {
@@ -136,7 +126,7 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 			errs = append(errs, fmt.Errorf("simulation chose unknown nodepool %q or node class %q", n.NodePool, n.NodeClass))
 			continue
 		}
-		if err := inv.hold(ctx); err != nil {
+		if err := inv.guard.Check(ctx, "creating a nodeclaim"); err != nil {
 			errs = append(errs, err)
 			break
 		}

@@ -14,6 +14,7 @@ import (
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/planning"
 	"github.com/karpless/karpless/shared/core/scheduling"
+	"github.com/karpless/karpless/shared/kube/lease"
 	"github.com/karpless/karpless/shared/ticks/lifecycle"
 )
 
@@ -46,7 +47,7 @@ func (p *Provisioner) NewSession(ctx context.Context, nodeClasses []*awsv1.EC2No
 
 // Guard makes every NodeClaim creation and launch of the session check g
 // first (the borrower's lease): a session that outlives its lease stops.
-func (s *Session) Guard(g func(context.Context) error) {
+func (s *Session) Guard(g lease.Guard) {
 	s.inv.guard = g
 	s.inv.cloud.Guard(g)
 }
@@ -77,7 +78,7 @@ func (s *Session) CreateAndLaunch(ctx context.Context, claims []planning.NewClai
 			errs = append(errs, fmt.Errorf("unknown nodepool %q or node class %q", c.Claim.NodePool, c.Claim.NodeClass))
 			continue
 		}
-		if err := s.inv.hold(ctx); err != nil {
+		if err := s.inv.guard.Check(ctx, "creating a nodeclaim"); err != nil {
 			errs = append(errs, err)
 			break
 		}

@@ -182,3 +182,21 @@ func TestSpotWithoutAPrice(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkBuild is the cost of one class's instance types from the whole
+// catalog in three zones: what the provisioner pays per class on each pass
+// of its watch window.
+func BenchmarkBuild(b *testing.B) {
+	cat, err := catalog.Load()
+	if err != nil {
+		b.Fatal(err)
+	}
+	zones := []string{"us-east-1a", "us-east-1b", "us-east-1c"}
+	none := func(string, string, string) bool { return false }
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Build(cat, catalog.NodeConfig{Family: catalog.FamilyAL2023}, zones, Prices{}, none); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

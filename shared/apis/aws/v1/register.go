@@ -18,8 +18,3 @@ func AddToScheme(s *runtime.Scheme) error {
 	metav1.AddToGroupVersion(s, SchemeGroupVersion)
 	return nil
 }
-
-// Resource returns the group-qualified resource for a plural name.
-func Resource(plural string) schema.GroupResource {
-	return SchemeGroupVersion.WithResource(plural).GroupResource()
-}

@@ -11,16 +11,15 @@ import (
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
 
-// consolidate is Karpenter's computeConsolidation: can the candidates go,
-// their pods moving to the other nodes plus at most one new node that is
-// cheaper than all of them together? It returns the command, or nil and
-// why not.
-
 // SpotToSpotRule begins the reason Karpenter gives when its spot-to-spot
 // rule (15 cheaper instance types) keeps a spot candidate; readers of the
 // Unconsolidatable Events match on it.
 const SpotToSpotRule = "SpotToSpotConsolidation requires"
 
+// consolidate is Karpenter's computeConsolidation: can the candidates go,
+// their pods moving to the other nodes plus at most one new node that is
+// cheaper than all of them together? It returns the command, or nil and
+// why not.
 func (w *world) consolidate(m Method, cands []*Candidate) (*Command, string) {
 	sim := w.simulate(cands, 1)
 	if sim.failure != "" {

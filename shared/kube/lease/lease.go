@@ -49,10 +49,30 @@ func (l *Lease) Holder() string { return l.holder }
 
 // TryAcquire takes the lease if it is free, expired or already ours. It
 // returns false (no error) when another live holder has it. Two callers
-// racing are serialised by the API server's optimistic concurrency.
+// racing are serialised by the API server's optimistic concurrency: a
+// conflict means someone wrote the lease since it was read (a rival's take,
+// or the old holder's release), so it is read again and judged afresh.
 func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	taken := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		taken, err = l.take(ctx)
+		return err
+	})
+	if apierrors.IsConflict(err) {
+		return false, nil // written again at every read: someone else acts
+	}
+	if err != nil {
+		return false, err
+	}
+	return taken, nil
+}
+
+// take is one read and one write of TryAcquire; a conflict is returned as
+// is, for the caller to read again.
+func (l *Lease) take(ctx context.Context) (bool, error) {
 	leases := l.client.Leases(l.ns)
 	now := metav1.NewMicroTime(l.clock.Now())
 	cur, err := leases.Get(ctx, l.name, metav1.GetOptions{})
@@ -88,7 +108,7 @@ func (l *Lease) TryAcquire(ctx context.Context) (bool, error) {
 	delete(next.Annotations, HandoverAnnotation)
 	updated, err := leases.Update(ctx, next, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) {
-		return false, nil
+		return false, err
 	}
 	if err != nil {
 		return false, fmt.Errorf("taking lease %s/%s: %w", l.ns, l.name, err)

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/karpless/karpless/shared/local/kubetest"
@@ -209,5 +213,54 @@ func TestGuardCheck(t *testing.T) {
 				t.Errorf("error %q does not name the action it stopped", err)
 			}
 		})
+	}
+}
+
+// raceRT runs before once, ahead of the first lease update it carries.
+type raceRT struct {
+	next   http.RoundTripper
+	once   sync.Once
+	before func()
+}
+
+func (r *raceRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPut && strings.Contains(req.URL.Path, "/leases/") {
+		r.once.Do(r.before)
+	}
+	return r.next.RoundTrip(req)
+}
+
+// TestTakeAfterAConflictRereads: the old holder releases its expired lease
+// between this invocation's read and its take. The API server answers the
+// take 409; the lease is free, so the invocation must read it again and
+// take it, not stand aside for a minute with nobody holding it.
+func TestTakeAfterAConflictRereads(t *testing.T) {
+	e := kubetest.Need(t, env)
+	ctx := context.Background()
+	ns := e.Namespace(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	old := New(e.Clients.Core.CoordinationV1(), ns, "provisioner", "old", 30*time.Second, clk)
+	if ok, err := old.TryAcquire(ctx); !ok || err != nil {
+		t.Fatalf("old holder: %v, %v", ok, err)
+	}
+	clk.Step(31 * time.Second)
+	cfg := rest.CopyConfig(e.Cluster.RESTConfig)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return &raceRT{next: rt, before: func() {
+			if err := old.Release(ctx); err != nil {
+				t.Errorf("old holder's release: %v", err)
+			}
+		}}
+	})
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := New(cs.CoordinationV1(), ns, "provisioner", "next", 30*time.Second, clk)
+	if ok, err := next.TryAcquire(ctx); !ok || err != nil {
+		t.Fatalf("take after the old holder's release raced it: %v, %v; want the lease taken", ok, err)
+	}
+	if err := next.Hold(ctx); err != nil {
+		t.Fatalf("the new holder does not hold the lease: %v", err)
 	}
 }

@@ -112,6 +112,9 @@ func (s *Seen) add(name string) {
 
 // Forget drops names, so that the next Ensure looks them up again.
 func (s *Seen) Forget(names ...string) {
+	if s == nil {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, n := range names {

@@ -59,16 +59,12 @@ func (w *world) clean(rec *disruption.Record) {
 	// deleted: termination taints it on its way out.
 	// Its claim may not have recorded the node's name yet (termination
 	// finds the node by provider ID), so both keys count.
-	leaving := map[string]bool{}
+	leaving, whose := map[string]bool{}, map[string]string{}
 	for _, nc := range w.claims() {
 		if nc.DeletionTimestamp != nil {
 			leaving[nc.Status.NodeName] = true
 			leaving[nc.Status.ProviderID] = true
 		}
-	}
-	delete(leaving, "")
-	whose := map[string]string{}
-	for _, nc := range w.claims() {
 		role := "another claim"
 		switch nc.Name {
 		case rec.Candidates[0]:
@@ -78,6 +74,7 @@ func (w *world) clean(rec *disruption.Record) {
 		}
 		whose[nc.Status.ProviderID] = role + " " + nc.Name
 	}
+	delete(leaving, "")
 	for _, n := range nodes.Items {
 		if n.DeletionTimestamp == nil && !leaving[n.Name] && !leaving[n.Spec.ProviderID] && hasDisrupted(n) {
 			owner, ok := whose[n.Spec.ProviderID]

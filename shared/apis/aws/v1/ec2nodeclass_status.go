@@ -34,6 +34,11 @@ type EC2NodeClassStatus struct {
 	// InstanceProfile resolved from spec.role or spec.instanceProfile.
 	// +optional
 	InstanceProfile string `json:"instanceProfile,omitempty"`
+	// PlacementGroups holds the placement group spec.placementGroupSelector
+	// matched (at most one). Karpenter keeps it in memory; Karpless has no
+	// memory between invocations, so it is recorded here for the launches.
+	// +optional
+	PlacementGroups []PlacementGroup `json:"placementGroups,omitempty"`
 	// Conditions: SubnetsReady, SecurityGroupsReady, AMIsReady,
 	// InstanceProfileReady, ValidationSucceeded and Ready.
 	// +optional
@@ -115,4 +120,24 @@ type CapacityReservation struct {
 	// +kubebuilder:default=active
 	// +optional
 	State string `json:"state,omitempty"`
+}
+
+// PlacementGroup is a resolved placement group.
+type PlacementGroup struct {
+	// ID of the placement group.
+	// +required
+	ID string `json:"id"`
+	// Name of the placement group.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Strategy is cluster, partition or spread.
+	// +kubebuilder:validation:Enum:={cluster,partition,spread}
+	// +required
+	Strategy string `json:"strategy"`
+	// PartitionCount is the number of partitions of a partition group.
+	// +optional
+	PartitionCount int32 `json:"partitionCount,omitempty"`
+	// SpreadLevel is host or rack for a spread group.
+	// +optional
+	SpreadLevel string `json:"spreadLevel,omitempty"`
 }

@@ -46,7 +46,9 @@ func celRules(s *apiextensionsv1.JSONSchemaProps) int {
 }
 
 // TestCRDsMatchKarpenterV1 checks the generated CRDs against the counts of
-// Karpenter v1.14.1's CRDs: field paths, CEL rules, printer columns, names.
+// Karpenter v1.14.1's CRDs (the AWS provider's chart, which adds the
+// karpenter.k8s.aws key rules): field paths, CEL rules, printer columns,
+// names, the one version each is served at.
 func TestCRDsMatchKarpenterV1(t *testing.T) {
 	all, err := All()
 	if err != nil {
@@ -56,10 +58,13 @@ func TestCRDsMatchKarpenterV1(t *testing.T) {
 		spec, status, rules, columns int
 		shortNames                   []string
 		scale                        bool
+		version                      string
 	}{
-		"nodepools.karpenter.sh":           {37, 10, 20, 7, nil, true},
-		"nodeclaims.karpenter.sh":          {23, 13, 10, 11, nil, false},
-		"ec2nodeclasses.karpenter.k8s.aws": {73, 33, 54, 3, []string{"ec2nc", "ec2ncs"}, false},
+		"nodepools.karpenter.sh":           {37, 10, 20, 7, nil, true, "v1"},
+		"nodeclaims.karpenter.sh":          {23, 13, 10, 11, nil, false, "v1"},
+		"ec2nodeclasses.karpenter.k8s.aws": {73, 33, 54, 3, []string{"ec2nc", "ec2ncs"}, false, "v1"},
+		// NodeOverlay is still alpha in Karpenter v1.14.
+		"nodeoverlays.karpenter.sh": {8, 7, 8, 3, []string{"overlays"}, false, "v1alpha1"},
 	}
 	if len(all) != len(want) {
 		t.Fatalf("got %d CRDs, want %d", len(all), len(want))
@@ -71,8 +76,8 @@ func TestCRDsMatchKarpenterV1(t *testing.T) {
 			t.Errorf("unexpected CRD %s", crd.Name)
 			continue
 		}
-		if len(crd.Spec.Versions) != 1 || crd.Spec.Versions[0].Name != "v1" || !crd.Spec.Versions[0].Served || !crd.Spec.Versions[0].Storage {
-			t.Errorf("%s: want exactly one served storage version v1", crd.Name)
+		if len(crd.Spec.Versions) != 1 || crd.Spec.Versions[0].Name != w.version || !crd.Spec.Versions[0].Served || !crd.Spec.Versions[0].Storage {
+			t.Errorf("%s: want exactly one served storage version %s", crd.Name, w.version)
 			continue
 		}
 		if crd.Spec.Scope != apiextensionsv1.ClusterScoped {
@@ -110,7 +115,7 @@ func TestCRDsMatchKarpenterV1(t *testing.T) {
 			t.Errorf("%s: %d printer columns, want %d", crd.Name, got, w.columns)
 		}
 	}
-	if total != 189 {
-		t.Errorf("%d field paths in all, Karpenter v1.14 has 189", total)
+	if total != 204 {
+		t.Errorf("%d field paths in all, Karpenter v1.14 has 204", total)
 	}
 }

@@ -4,14 +4,13 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/podutil"
 	"github.com/karpless/karpless/shared/core/scheduling"
+	"github.com/karpless/karpless/shared/core/static"
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
 
@@ -114,14 +113,14 @@ func (c *view) candidate(nc *karpv1.NodeClaim, eventual bool, busy map[string]bo
 	all := 0.0
 	cand.RescheduleCost = 1
 	for _, p := range pods {
-		cost := evictionCost(p)
+		cost := podutil.EvictionCost(p)
 		all += cost
 		if reschedulable(p) {
 			cand.Reschedulable = append(cand.Reschedulable, p)
 			cand.RescheduleCost += math.Max(0, cost)
 		}
 	}
-	cand.DisruptionCost = all * lifetimeRemaining(nc, now)
+	cand.DisruptionCost = all * static.LifetimeRemaining(nc, now)
 	return cand, ""
 }
 
@@ -178,32 +177,6 @@ func worthTelling(why string) bool {
 		return false
 	}
 	return true
-}
-
-// evictionCost is Karpenter's per-pod cost: 1, plus the pod-deletion-cost
-// annotation and the priority scaled down, clamped to [-10, 10].
-func evictionCost(p *corev1.Pod) float64 {
-	cost := 1.0
-	if v, ok := p.Annotations[corev1.PodDeletionCost]; ok {
-		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			cost += f / math.Pow(2, 27)
-		}
-	}
-	if p.Spec.Priority != nil {
-		cost += float64(*p.Spec.Priority) / math.Pow(2, 25)
-	}
-	return math.Min(math.Max(cost, -10), 10)
-}
-
-// lifetimeRemaining is the share of the claim's expireAfter still ahead, in
-// [0, 1]; 1 when it never expires.
-func lifetimeRemaining(nc *karpv1.NodeClaim, now time.Time) float64 {
-	d := nc.Spec.ExpireAfter.Duration
-	if d == nil || *d <= 0 {
-		return 1
-	}
-	left := d.Seconds() - now.Sub(nc.CreationTimestamp.Time).Seconds()
-	return math.Min(math.Max(left/d.Seconds(), 0), 1)
 }
 
 // offeringPrice is the price of the type's offering in zone and capacity

@@ -97,7 +97,7 @@ func (c *view) statusOf(nc *karpv1.NodeClaim) *ClaimStatus {
 	if initialized && node != nil {
 		empty = true
 		for _, p := range c.podsOn[node.Name] {
-			if reschedulable(p) && evictionCost(p) > 0 {
+			if reschedulable(p) && podutil.EvictionCost(p) > 0 {
 				empty = false
 				break
 			}

@@ -3,6 +3,8 @@
 package podutil
 
 import (
+	"math"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -100,4 +102,20 @@ func DoNotDisrupt(p *corev1.Pod, now time.Time) (blocked bool, valid bool) {
 		start = p.Status.StartTime.Time
 	}
 	return now.Before(start.Add(d)), true
+}
+
+// EvictionCost is Karpenter's cost of evicting a pod, which orders nodes
+// for disruption: 1, plus the pod-deletion-cost annotation and the
+// priority scaled down, clamped to [-10, 10].
+func EvictionCost(p *corev1.Pod) float64 {
+	cost := 1.0
+	if v, ok := p.Annotations[corev1.PodDeletionCost]; ok {
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			cost += f / math.Pow(2, 27)
+		}
+	}
+	if p.Spec.Priority != nil {
+		cost += float64(*p.Spec.Priority) / math.Pow(2, 25)
+	}
+	return math.Min(math.Max(cost, -10), 10)
 }

@@ -69,7 +69,9 @@ func staticPool(name string, replicas int64, mutate ...func(*karpv1.NodePool)) *
 }
 
 func nodeLimit(n string) func(*karpv1.NodePool) {
-	return func(np *karpv1.NodePool) { np.Spec.Limits = karpv1.Limits{wellknown.ResourceNodes: resource.MustParse(n)} }
+	return func(np *karpv1.NodePool) {
+		np.Spec.Limits = karpv1.Limits{wellknown.ResourceNodes: resource.MustParse(n)}
+	}
 }
 
 // world builds a snapshot claim by claim.
@@ -374,9 +376,9 @@ func TestTemplate(t *testing.T) {
 			types: []string{"c6i.large", "c5.large", "m5.large", "r5.large", "m5.xlarge"}, cheapest: "c6i.large/b/on-demand",
 		},
 		{
-			name:  "a GPU requirement no type meets",
-			reqs:  []karpv1.NodeSelectorRequirementWithMinValues{req(wellknown.InstanceGPUCountLabel, corev1.NodeSelectorOpGt, "0")},
-			why:   "no instance type of EC2NodeClass default meets its requirements",
+			name: "a GPU requirement no type meets",
+			reqs: []karpv1.NodeSelectorRequirementWithMinValues{req(wellknown.InstanceGPUCountLabel, corev1.NodeSelectorOpGt, "0")},
+			why:  "no instance type of EC2NodeClass default meets its requirements",
 		},
 		{
 			name: "minValues the types cannot meet",

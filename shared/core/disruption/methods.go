@@ -9,6 +9,7 @@ import (
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/disruption/budget"
+	"github.com/karpless/karpless/shared/core/static"
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
 
@@ -49,7 +50,12 @@ func Compute(in *Input) *Plan {
 		case Emptiness:
 			cmd = emptiness(cands, left)
 		case Drift:
-			cmd = w.drift(cands, left, plan)
+			// Static NodePools first, as Karpenter's StaticDrift runs
+			// before Drift.
+			fixed, dynamic := splitStatic(cands)
+			if cmd = w.staticDrift(fixed, left, plan); cmd == nil {
+				cmd = w.drift(dynamic, left, plan)
+			}
 		case MultiNodeConsolidation:
 			cmd = w.multiNode(cands, left, plan)
 		case SingleNodeConsolidation:
@@ -95,8 +101,10 @@ func (c *view) shouldDisrupt(m Method, cands []*Candidate, plan *Plan) []*Candid
 	var out []*Candidate
 	for _, cn := range cands {
 		np := cn.NodePool
-		if np.Spec.Replicas != nil {
-			continue // static NodePools are not disrupted voluntarily
+		if static.IsStatic(np) && m != Drift {
+			// A static NodePool keeps its size: its nodes are neither
+			// emptied nor consolidated, only replaced when drifted.
+			continue
 		}
 		consolidatable := cn.NodeClaim.IsTrue(karpv1.ConditionTypeConsolidatable)
 		switch m {
@@ -171,6 +179,27 @@ func emptiness(cands []*Candidate, left map[string]int) *Command {
 // drift replaces the drifted candidate that has been drifted longest (empty
 // ones first), launching whatever its pods need.
 func (w *world) drift(cands []*Candidate, left map[string]int, plan *Plan) *Command {
+	for _, cn := range driftOrder(cands) {
+		if left[cn.NodePool.Name] <= 0 {
+			continue
+		}
+		if w.c.stopped() {
+			plan.Stopped = true
+			return nil
+		}
+		cmd, why := w.replaceDrifted(cn)
+		if cmd == nil {
+			plan.Blocked = append(plan.Blocked, Note{NodeClaim: cn.Name(), Node: cn.Node.Name, Message: why})
+			continue
+		}
+		return cmd
+	}
+	return nil
+}
+
+// driftOrder is the order drift takes candidates in: empty ones first,
+// then those drifted longest.
+func driftOrder(cands []*Candidate) []*Candidate {
 	since := func(cn *Candidate) int64 {
 		if cond := meta.FindStatusCondition(cn.NodeClaim.Status.Conditions, karpv1.ConditionTypeDrifted); cond != nil {
 			return cond.LastTransitionTime.UnixNano()
@@ -188,22 +217,7 @@ func (w *world) drift(cands []*Candidate, left map[string]int, plan *Plan) *Comm
 		}
 		return ordered[i].Name() < ordered[j].Name()
 	})
-	for _, cn := range ordered {
-		if left[cn.NodePool.Name] <= 0 {
-			continue
-		}
-		if w.c.stopped() {
-			plan.Stopped = true
-			return nil
-		}
-		cmd, why := w.replaceDrifted(cn)
-		if cmd == nil {
-			plan.Blocked = append(plan.Blocked, Note{NodeClaim: cn.Name(), Node: cn.Node.Name, Message: why})
-			continue
-		}
-		return cmd
-	}
-	return nil
+	return ordered
 }
 
 func (w *world) replaceDrifted(cn *Candidate) (*Command, string) {
@@ -461,6 +475,9 @@ func Validate(in *Input, rec *Record) (*Command, string) {
 		}
 		return &Command{Method: m, Candidates: within, PriceBefore: price, Why: fmt.Sprintf("%d empty node(s)", len(within))}, ""
 	case Drift:
+		if static.IsStatic(within[0].NodePool) {
+			return w.replaceStatic(driftOrder(within))
+		}
 		return w.replaceDrifted(within[0])
 	}
 	cmd, why := w.consolidate(m, within)

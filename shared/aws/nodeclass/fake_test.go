@@ -30,8 +30,11 @@ type fakeEC2 struct {
 	groups  []ec2types.SecurityGroup
 	images  []ec2types.Image
 	owners  map[string]string // image id -> "self" | "amazon" | account
-	err     error
-	calls   map[string]int
+	pgs     []ec2types.PlacementGroup
+	// pgErr, when set, answers DescribePlacementGroups alone.
+	pgErr error
+	err   error
+	calls map[string]int
 }
 
 func (f *fakeEC2) count(op string) {
@@ -417,4 +420,51 @@ func tagsString(tags []iamtypes.Tag) string {
 	}
 	sort.Strings(kv)
 	return strings.Join(kv, ",")
+}
+
+// DescribePlacementGroups answers as EC2 does: a name or id it does not
+// have is InvalidPlacementGroup.Unknown; filters state and strategy.
+func (f *fakeEC2) DescribePlacementGroups(_ context.Context, in *ec2.DescribePlacementGroupsInput, _ ...func(*ec2.Options)) (*ec2.DescribePlacementGroupsOutput, error) {
+	f.count("DescribePlacementGroups")
+	if f.err != nil {
+		return nil, f.err
+	}
+	if f.pgErr != nil {
+		return nil, f.pgErr
+	}
+	named := func(want []string, got string) bool {
+		for _, w := range want {
+			if w == got {
+				return true
+			}
+		}
+		return len(want) == 0
+	}
+	for _, want := range append(append([]string(nil), in.GroupNames...), in.GroupIds...) {
+		found := false
+		for _, g := range f.pgs {
+			found = found || aws.ToString(g.GroupName) == want || aws.ToString(g.GroupId) == want
+		}
+		if !found {
+			return nil, apiErr("InvalidPlacementGroup.Unknown")
+		}
+	}
+	out := &ec2.DescribePlacementGroupsOutput{}
+	for _, g := range f.pgs {
+		if !named(in.GroupNames, aws.ToString(g.GroupName)) || !named(in.GroupIds, aws.ToString(g.GroupId)) {
+			continue
+		}
+		if matchFilters(in.Filters, func(n string) []string {
+			switch n {
+			case "state":
+				return []string{string(g.State)}
+			case "strategy":
+				return []string{string(g.Strategy)}
+			}
+			panic("unsupported placement group filter " + n)
+		}) {
+			out.PlacementGroups = append(out.PlacementGroups, g)
+		}
+	}
+	return out, nil
 }

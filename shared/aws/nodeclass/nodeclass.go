@@ -1,5 +1,6 @@
 // Package nodeclass resolves an EC2NodeClass against AWS (subnets, security
-// groups, AMIs, instance profile) into the status and conditions the tick writes back.
+// groups, AMIs, instance profile, placement group) into the status and
+// conditions the tick writes back.
 package nodeclass
 
 import (
@@ -27,6 +28,7 @@ type EC2API interface {
 	DescribeSubnets(ctx context.Context, params *ec2.DescribeSubnetsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error)
 	DescribeSecurityGroups(ctx context.Context, params *ec2.DescribeSecurityGroupsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeSecurityGroupsOutput, error)
 	DescribeImages(ctx context.Context, params *ec2.DescribeImagesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error)
+	DescribePlacementGroups(ctx context.Context, params *ec2.DescribePlacementGroupsInput, optFns ...func(*ec2.Options)) (*ec2.DescribePlacementGroupsOutput, error)
 }
 
 // SSMAPI is the part of the SSM client the resolver uses.
@@ -97,6 +99,7 @@ var partConditions = []string{
 	awsv1.ConditionTypeAMIsReady,
 	awsv1.ConditionTypeInstanceProfileReady,
 	awsv1.ConditionTypeValidationSucceeded,
+	awsv1.ConditionTypePlacementGroupReady,
 }
 
 // outcome is the result of resolving one part of the status.
@@ -126,8 +129,8 @@ func failed(what string, err error) outcome {
 
 // Resolve computes the whole status of nc: the resolved subnets, security
 // groups, AMIs and instance profile, and the conditions SubnetsReady,
-// SecurityGroupsReady, AMIsReady, InstanceProfileReady, ValidationSucceeded
-// and Ready (all of them true), each with ObservedGeneration = the class's
+// SecurityGroupsReady, AMIsReady, InstanceProfileReady, ValidationSucceeded,
+// PlacementGroupReady and Ready (all of them true), each with ObservedGeneration = the class's
 // generation and a message naming what to fix.
 //
 // The returned status is always fit to write back. A non-nil error reports
@@ -180,6 +183,12 @@ func (r *Resolver) Resolve(ctx context.Context, nc *awsv1.EC2NodeClass, cluster 
 	}
 
 	set(awsv1.ConditionTypeValidationSucceeded, r.validate(ctx, nc, st, cluster), func() {})
+
+	pgs, o := r.placementGroups(ctx, nc)
+	set(awsv1.ConditionTypePlacementGroupReady, o, func() { st.PlacementGroups = pgs })
+	if o.keep {
+		st.PlacementGroups = prev.PlacementGroups
+	}
 
 	// Ready is true when every part is; otherwise it names the parts that
 	// are not, with their messages.

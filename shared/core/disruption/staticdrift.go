@@ -3,9 +3,28 @@ package disruption
 import (
 	"fmt"
 	"sort"
+	"time"
 
+	"github.com/karpless/karpless/shared/core/cluster"
+	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/static"
 )
+
+// StaticInput is what static.Plan reads for snap: the disruption commands
+// recorded on its NodeClaims say which claims are being replaced and which
+// replace them.
+func StaticInput(snap *cluster.Snapshot, classes map[string]*scheduling.NodeClass, now time.Time) *static.Input {
+	cmds := Commands(snap)
+	in := &static.Input{Cluster: snap, Classes: classes, Disrupting: ExecutingClaims(cmds), Replacements: map[string]bool{}, Now: now}
+	for _, p := range cmds {
+		if p.Record.Phase == Executing && p.Live() {
+			for _, name := range p.Record.Replacements {
+				in.Replacements[name] = true
+			}
+		}
+	}
+	return in
+}
 
 // splitStatic separates the candidates of static NodePools from the others.
 func splitStatic(cands []*Candidate) (fixed, dynamic []*Candidate) {

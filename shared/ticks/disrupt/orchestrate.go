@@ -139,8 +139,11 @@ type Summary struct {
 	Termination termination.Summary       `json:"termination"`
 	Garbage     garbagecollection.Summary `json:"garbage"`
 	Expired     []string                  `json:"expired,omitempty"`
-	Untainted   []string                  `json:"untainted,omitempty"`
-	Commands    []Command                 `json:"commands,omitempty"`
+	// ScaledDown are NodeClaims of static NodePools deleted beyond their
+	// replicas.
+	ScaledDown []string  `json:"scaledDown,omitempty"`
+	Untainted  []string  `json:"untainted,omitempty"`
+	Commands   []Command `json:"commands,omitempty"`
 	// Blocked and Unconsolidatable say why nodes were not disrupted (the
 	// first few, as "nodeclaim: why").
 	Blocked          []string `json:"blocked,omitempty"`

@@ -117,6 +117,11 @@ func (d *Disrupter) pass(ctx context.Context, inv *invocation, sum *Summary) (ti
 	if err != nil {
 		errs = append(errs, err)
 	}
+	scaled, err := d.scaleDown(ctx, in)
+	sum.ScaledDown = append(sum.ScaledDown, scaled...)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	cmds := disruption.Commands(snap)
 	untainted, err := d.cleanupStale(ctx, snap, cmds)
 	sum.Untainted = append(sum.Untainted, untainted...)
@@ -131,7 +136,7 @@ func (d *Disrupter) pass(ctx context.Context, inv *invocation, sum *Summary) (ti
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if len(expired) > 0 {
+	if len(expired) > 0 || len(scaled) > 0 {
 		changed = true
 	}
 	if !changed && !proposed && d.Clock.Now().Before(inv.deadline) {

@@ -89,9 +89,15 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 	if err != nil {
 		errs = append(errs, err)
 	}
+	// Static NodePools first: the claims they create are durable and
+	// launched at once, and the simulation below reads them back as
+	// in-flight capacity.
+	if err := p.keepStatic(ctx, inv, snap, &res); err != nil {
+		errs = append(errs, err)
+	}
 	pending := planning.PodsToProvision(snap)
 	res.pending = len(pending)
-	res.work = len(pending) > 0 || res.lifecycle.InFlight > 0
+	res.work = res.work || len(pending) > 0 || res.lifecycle.InFlight > 0
 	if len(pending) == 0 {
 		return res, errors.Join(errs...)
 	}
@@ -119,37 +125,15 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 	for _, np := range snap.NodePools {
 		pools[np.Name] = np
 	}
-	var created []*karpv1.NodeClaim
-	for _, n := range results.NewNodeClaims {
-		np, nc := pools[n.NodePool], inv.cloud.NodeClass(n.NodeClass)
-		if np == nil || nc == nil {
-			errs = append(errs, fmt.Errorf("simulation chose unknown nodepool %q or node class %q", n.NodePool, n.NodeClass))
-			continue
-		}
-		if err := inv.guard.Check(ctx, "creating a nodeclaim"); err != nil {
-			errs = append(errs, err)
-			break
-		}
-		claim, err := p.Kube.NodeClaims.Create(ctx, planning.NodeClaimFor(np, nc, n), metav1.CreateOptions{})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("creating nodeclaim for nodepool %s: %w", np.Name, err))
-			continue
-		}
-		res.created++
-		created = append(created, claim)
-		it, o := n.CheapestOffering()
-		p.Log.Info("created nodeclaim", "nodeclaim", claim.Name, "nodepool", np.Name, "pods", len(n.Pods),
-			"instance_types", len(n.InstanceTypes), "cheapest", it.Name, "zone", o.Zone, "capacity_type", o.CapacityType, "price", o.Price)
-		p.Metrics.Count("karpenter_nodeclaims_created_total", 1, map[string]string{"nodepool": np.Name, "reason": "provisioning"})
-		for _, pod := range n.Pods {
-			p.Events.Normal(record.ObjectOf(podGVK, pod), "Nominated", "Pod should schedule on: nodeclaim/%s", claim.Name)
-		}
+	created, err := p.createClaims(ctx, inv, pools, results.NewNodeClaims, &res)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	// The claims are durable: a launch that fails here is retried by the
 	// next pass.
 	before := inv.cloud.Launched()
 	errs = append(errs, inv.cloud.LaunchAll(ctx, created))
-	res.launched = inv.cloud.Launched() - before
+	res.launched += inv.cloud.Launched() - before
 	return res, errors.Join(errs...)
 }
 
@@ -196,4 +180,38 @@ func (p *Provisioner) resolveNodeClasses(ctx context.Context, inv *invocation, n
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// createClaims creates the NodeClaim of each simulated claim (the one way
+// a pass creates claims), checking the lease before each. It returns the
+// claims created.
+func (p *Provisioner) createClaims(ctx context.Context, inv *invocation, pools map[string]*karpv1.NodePool, news []*scheduling.NewNodeClaim, res *passResult) ([]*karpv1.NodeClaim, error) {
+	var errs []error
+	var created []*karpv1.NodeClaim
+	for _, n := range news {
+		np, nc := pools[n.NodePool], inv.cloud.NodeClass(n.NodeClass)
+		if np == nil || nc == nil {
+			errs = append(errs, fmt.Errorf("simulation chose unknown nodepool %q or node class %q", n.NodePool, n.NodeClass))
+			continue
+		}
+		if err := inv.guard.Check(ctx, "creating a nodeclaim"); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		claim, err := p.Kube.NodeClaims.Create(ctx, planning.NodeClaimFor(np, nc, n), metav1.CreateOptions{})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("creating nodeclaim for nodepool %s: %w", np.Name, err))
+			continue
+		}
+		res.created++
+		created = append(created, claim)
+		it, o := n.CheapestOffering()
+		p.Log.Info("created nodeclaim", "nodeclaim", claim.Name, "nodepool", np.Name, "pods", len(n.Pods),
+			"instance_types", len(n.InstanceTypes), "cheapest", it.Name, "zone", o.Zone, "capacity_type", o.CapacityType, "price", o.Price)
+		p.Metrics.Count("karpenter_nodeclaims_created_total", 1, map[string]string{"nodepool": np.Name, "reason": "provisioning"})
+		for _, pod := range n.Pods {
+			p.Events.Normal(record.ObjectOf(podGVK, pod), "Nominated", "Pod should schedule on: nodeclaim/%s", claim.Name)
+		}
+	}
+	return created, errors.Join(errs...)
 }

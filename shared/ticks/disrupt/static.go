@@ -1,0 +1,46 @@
+package disrupt
+
+import (
+	"context"
+	"errors"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/karpless/karpless/shared/core/disruption"
+	"github.com/karpless/karpless/shared/core/static"
+	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/function/record"
+)
+
+// overprovisioned is Karpenter's reason for a static NodePool's scale-down.
+const overprovisioned = "overprovisioned"
+
+// scaleDown deletes the NodeClaims static NodePools have beyond their
+// replicas, in the order core/static chooses; termination drains them as
+// any deleted claim. Like Karpenter's, it is not a voluntary disruption:
+// no budget holds it back. A claim deleted is no longer active, so a pass
+// killed halfway, or run twice, deletes no more than the excess.
+func (d *Disrupter) scaleDown(ctx context.Context, in *disruption.Input) ([]string, error) {
+	var out []string
+	var errs []error
+	now := metav1.NewTime(d.Clock.Now())
+	for _, sp := range static.Plan(disruption.StaticInput(in.Cluster, in.Classes, in.Now)) {
+		if len(sp.Delete) == 0 {
+			continue
+		}
+		d.Log.Info("scaling static nodepool down", "nodepool", sp.NodePool.Name, "replicas", sp.Replicas, "active", sp.Count.Active, "deleting", len(sp.Delete))
+		for _, nc := range sp.Delete {
+			if err := d.Kube.DeleteNodeClaim(ctx, nc); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			nc.DeletionTimestamp = &now
+			out = append(out, nc.Name)
+			d.Events.Normal(record.ObjectOf(nodeClaimGVK, nc), "DisruptionTerminating", "Disrupting NodeClaim: %s (static nodepool %s scaled to %d)", overprovisioned, sp.NodePool.Name, sp.Replicas)
+			d.Metrics.Count("karpenter_nodeclaims_disrupted_total", 1, map[string]string{
+				"reason": overprovisioned, "nodepool": sp.NodePool.Name, "capacity_type": nc.Labels[wellknown.CapacityTypeLabel],
+			})
+		}
+	}
+	return out, errors.Join(errs...)
+}

@@ -13,6 +13,9 @@
 //	nodeRoleName              node role name (default KarpenterNodeRole-<cluster>)
 //	importNodeRole            true: use the existing role nodeRoleName
 //	skipNodeAccessEntry       true: the node role already has an access entry
+//	nodeRoles                 further node roles (list), each Name[:windows][:create][:skipAccessEntry]:
+//	                          PassRole and an EC2_LINUX (EC2_WINDOWS with :windows) access entry each;
+//	                          :create makes the role, :skipAccessEntry leaves out its entry
 //	installDefaultNodePool    true: bootstrap installs a default NodePool and EC2NodeClass
 //	removeUserObjectsOnDelete true: bootstrap deletes user objects on stack deletion
 //	crdHash                   identity of the embedded CRDs (default dev)
@@ -88,6 +91,7 @@ func configFromContext(app awscdk.App) (config, error) {
 		NodeRoleName:              c.str("nodeRoleName", ""),
 		ImportNodeRole:            c.boolean("importNodeRole"),
 		SkipNodeAccessEntry:       c.boolean("skipNodeAccessEntry"),
+		NodeRoles:                 c.nodeRoles("nodeRoles"),
 		InstallDefaultNodePool:    c.boolean("installDefaultNodePool"),
 		RemoveUserObjectsOnDelete: c.boolean("removeUserObjectsOnDelete"),
 		CRDHash:                   c.str("crdHash", stack.DefaultCRDHash),
@@ -233,6 +237,20 @@ func (c *ctx) list(key string) []string {
 		if s = strings.TrimSpace(s); s != "" {
 			out = append(out, s)
 		}
+	}
+	return out
+}
+
+// nodeRoles reads a list of Name[:modifier...] entries.
+func (c *ctx) nodeRoles(key string) []stack.NodeRole {
+	var out []stack.NodeRole
+	for _, s := range c.list(key) {
+		r, err := stack.ParseNodeRole(s)
+		if err != nil {
+			c.errs = append(c.errs, "context "+err.Error())
+			continue
+		}
+		out = append(out, r)
 	}
 	return out
 }

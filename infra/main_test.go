@@ -73,6 +73,26 @@ func TestConfigFromContext(t *testing.T) {
 	}
 }
 
+func TestNodeRolesFromContext(t *testing.T) {
+	want := []stack.NodeRole{{Name: "TeamB"}, {Name: "KarpenterWindowsNodeRole-prod", Windows: true, Create: true}, {Name: "Old", SkipAccessEntry: true}}
+	for name, v := range map[string]interface{}{
+		"-c string":      "TeamB, KarpenterWindowsNodeRole-prod:windows:create ,Old:skipAccessEntry",
+		"cdk.json array": []interface{}{"TeamB", "KarpenterWindowsNodeRole-prod:windows:create", "Old:skipAccessEntry"},
+	} {
+		cfg, err := readConfig(t, map[string]interface{}{"clusterName": "prod", "nodeRoles": v})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(cfg.props.NodeRoles, want) {
+			t.Errorf("%s: node roles %+v, want %+v", name, cfg.props.NodeRoles, want)
+		}
+	}
+	_, err := readConfig(t, map[string]interface{}{"clusterName": "prod", "nodeRoles": "A:win"})
+	if err == nil || !strings.Contains(err.Error(), `context nodeRoles: "A:win": unknown modifier "win"`) {
+		t.Errorf("error: %v", err)
+	}
+}
+
 func TestConfigFromContextErrors(t *testing.T) {
 	_, err := readConfig(t, map[string]interface{}{"clusterName": "prod", "nag": "maybe", "logRetentionDays": "a week"})
 	if err == nil || !strings.Contains(err.Error(), "nag: want true or false") || !strings.Contains(err.Error(), "logRetentionDays: want a whole number") {

@@ -118,10 +118,14 @@ func readStatements(cluster string) []awsiam.PolicyStatement {
 	}
 }
 
+// ec2PassedToService are the values iam:PassedToService takes when a role
+// is passed to EC2, in every partition.
+var ec2PassedToService = []string{"ec2.amazonaws.com", "ec2.amazonaws.com.cn"}
+
 // launchStatements: CreateFleet with its launch template, creation-time
 // and post-registration tags, rollback of what the function launched, and
-// passing the node role to EC2.
-func launchStatements(cluster string, nodeRoleARN *string) []awsiam.PolicyStatement {
+// passing the node roles to EC2.
+func launchStatements(cluster string, nodeRoleARNs []*string) []awsiam.PolicyStatement {
 	owned := clusterTag(cluster)
 	requestTags := cond{
 		"StringEquals": cond{
@@ -187,10 +191,16 @@ func launchStatements(cluster string, nodeRoleARN *string) []awsiam.PolicyStatem
 			[]string{"ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"},
 			subs(ec2ARN+"instance/*", ec2ARN+"launch-template/*"),
 			resourceTags),
+		// Every node role: launching with an instance profile passes the
+		// role it holds, and so does AddRoleToInstanceProfile. EC2's name
+		// as the passed-to service is ec2.amazonaws.com.cn in the China
+		// regions; both are listed, as in Karpenter's policy. (A tag
+		// condition cannot stand in for the list: IAM does not evaluate
+		// iam:ResourceTag for PassRole.)
 		statement("AllowPassingInstanceRole",
 			[]string{"iam:PassRole"},
-			&[]*string{nodeRoleARN},
-			cond{"StringEquals": cond{"iam:PassedToService": "ec2.amazonaws.com"}}),
+			&nodeRoleARNs,
+			cond{"StringEquals": cond{"iam:PassedToService": ec2PassedToService}}),
 	}
 }
 

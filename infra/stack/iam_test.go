@@ -95,7 +95,7 @@ var wantStatements = map[string]string{
 			{"Fn::Sub": "arn:${AWS::Partition}:ec2:${AWS::Region}:*:launch-template/*"}]}`,
 	"AllowPassingInstanceRole": `{
 		"Action": "iam:PassRole",
-		"Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+		"Condition": {"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}},
 		"Resource": {"Fn::GetAtt": ["NODEROLE", "Arn"]}}`,
 	"AllowScopedInstanceProfileCreationActions": `{
 		"Action": "iam:CreateInstanceProfile",
@@ -487,6 +487,10 @@ func TestPolicySizes(t *testing.T) {
 	}
 }
 
+// ec2URLSuffixPrincipal is EC2's service principal in the stack's
+// partition, as a node role trusts it.
+var ec2URLSuffixPrincipal = map[string]interface{}{"Fn::Join": []interface{}{"", []interface{}{"ec2.", map[string]interface{}{"Ref": "AWS::URLSuffix"}}}}
+
 func TestNodeRole(t *testing.T) {
 	managed := []interface{}{}
 	for _, n := range []string{"AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryPullOnly", "AmazonSSMManagedInstanceCore"} {
@@ -500,7 +504,7 @@ func TestNodeRole(t *testing.T) {
 			"AssumeRolePolicyDocument": assertions.Match_ObjectLike(&map[string]interface{}{
 				"Statement": []interface{}{map[string]interface{}{
 					"Action": "sts:AssumeRole", "Effect": "Allow",
-					"Principal": map[string]interface{}{"Service": "ec2.amazonaws.com"},
+					"Principal": map[string]interface{}{"Service": ec2URLSuffixPrincipal},
 				}},
 			}),
 			"ManagedPolicyArns": assertions.Match_ArrayEquals(&managed),

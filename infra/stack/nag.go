@@ -55,15 +55,23 @@ func suppress(construct interface{}, s ...*cdknag.NagPackSuppression) {
 }
 
 func addNagSuppressions(s *Stack) {
-	if !s.Props.ImportNodeRole {
-		names := make([]string, len(nodeRoleManagedPolicies))
-		for i, n := range nodeRoleManagedPolicies {
-			names[i] = nagManagedPolicy(n)
-		}
-		suppress(s.NodeRole, suppression("AwsSolutions-IAM4",
+	names := make([]string, len(nodeRoleManagedPolicies))
+	for i, n := range nodeRoleManagedPolicies {
+		names[i] = nagManagedPolicy(n)
+	}
+	nodeRole := func(role interface{}) {
+		suppress(role, suppression("AwsSolutions-IAM4",
 			"The EKS node role needs exactly these AWS managed policies (kubelet registration, VPC CNI, ECR image pulls, SSM agent); "+
 				"they are the set EKS documents for node roles and Karpenter's own template attaches, and AWS keeps them current with EKS.",
 			names...))
+	}
+	if !s.Props.ImportNodeRole {
+		nodeRole(s.NodeRole)
+	}
+	for _, r := range s.Props.NodeRoles {
+		if r.Create {
+			nodeRole(s.NodeRoles[r.Name])
+		}
 	}
 
 	if s.Props.InVPC() {

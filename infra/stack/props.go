@@ -51,6 +51,11 @@ type Props struct {
 	// SkipNodeAccessEntry leaves out the EC2_LINUX access entry of the node
 	// role, for a role that already has one.
 	SkipNodeAccessEntry bool
+	// NodeRoles are further node roles, besides NodeRoleName, that an
+	// EC2NodeClass may name in spec.role or that the pre-made instance
+	// profile of its spec.instanceProfile may hold. Each gets iam:PassRole
+	// and an access entry of its nodes' type. At most MaxNodeRoles.
+	NodeRoles []NodeRole
 
 	// InstallDefaultNodePool asks the bootstrap function to install a
 	// default NodePool and EC2NodeClass.
@@ -84,6 +89,65 @@ type Props struct {
 	VpcID            string
 	SubnetIDs        []string
 	SecurityGroupIDs []string
+}
+
+// MaxNodeRoles bounds Props.NodeRoles: each adds its ARN to the launch
+// policy's PassRole statement, and that managed policy must stay under
+// IAM's 6,144 characters with the longest names (TestPolicySizes).
+const MaxNodeRoles = 10
+
+// NodeRole is one of Props.NodeRoles.
+type NodeRole struct {
+	// Name is the IAM role's name: no ARN and no path (PassRole and the
+	// access entry are written for role/<Name>).
+	Name string
+	// Windows: the role's nodes run Windows, and its access entry is of
+	// type EC2_WINDOWS (EC2_LINUX otherwise). An access entry has one type,
+	// so Linux and Windows nodes need different roles.
+	Windows bool
+	// Create: the stack creates the role, as it creates NodeRoleName
+	// (same AWS managed policies and trust). Otherwise the role must exist.
+	Create bool
+	// SkipAccessEntry leaves out the role's access entry, for a role that
+	// already has one.
+	SkipAccessEntry bool
+}
+
+// Modifiers of a nodeRoles context entry, Name[:modifier...].
+const (
+	nodeRoleWindows         = "windows"
+	nodeRoleCreate          = "create"
+	nodeRoleSkipAccessEntry = "skipAccessEntry"
+)
+
+// ParseNodeRole reads a nodeRoles context entry: the role name, then
+// modifiers after colons (a colon is not allowed in role names), e.g.
+// "KarpenterWindowsNodeRole-prod:windows:create".
+func ParseNodeRole(s string) (NodeRole, error) {
+	parts := strings.Split(strings.TrimSpace(s), ":")
+	r := NodeRole{Name: strings.TrimSpace(parts[0])}
+	for _, m := range parts[1:] {
+		switch m = strings.TrimSpace(m); {
+		case strings.EqualFold(m, nodeRoleWindows):
+			r.Windows = true
+		case strings.EqualFold(m, nodeRoleCreate):
+			r.Create = true
+		case strings.EqualFold(m, nodeRoleSkipAccessEntry):
+			r.SkipAccessEntry = true
+		default:
+			return r, fmt.Errorf("nodeRoles: %q: unknown modifier %q (use %s, %s or %s after the role name, e.g. MyWindowsNodes:%s)",
+				s, m, nodeRoleWindows, nodeRoleCreate, nodeRoleSkipAccessEntry, nodeRoleWindows)
+		}
+	}
+	return r, nil
+}
+
+// AccessEntryType is the EKS access entry type of the role's nodes.
+func (r NodeRole) AccessEntryType() string {
+	if r.Windows {
+		return "EC2_WINDOWS"
+	}
+	return "EC2_LINUX"
 }
 
 var (
@@ -166,6 +230,8 @@ func (p Props) Validate() error {
 		}
 	}
 
+	errs = append(errs, p.validateNodeRoles()...)
+
 	if !crdHashRE.MatchString(p.CRDHash) {
 		bad("crdHash %q must be 1-128 characters of letters, digits and ._:+-", p.CRDHash)
 	}
@@ -203,6 +269,39 @@ func (p Props) Validate() error {
 	}
 
 	return errors.Join(errs...)
+}
+
+// validateNodeRoles checks NodeRoles: valid names, none twice (IAM role
+// names are unique regardless of case), not the node role again.
+func (p Props) validateNodeRoles() []error {
+	var errs []error
+	if len(p.NodeRoles) > MaxNodeRoles {
+		errs = append(errs, fmt.Errorf("nodeRoles: at most %d roles, got %d (each one widens the launch policy, which IAM limits to 6,144 characters)", MaxNodeRoles, len(p.NodeRoles)))
+	}
+	seen := map[string]bool{strings.ToLower(p.NodeRoleName): true}
+	for _, r := range p.NodeRoles {
+		switch {
+		case r.Name == "":
+			errs = append(errs, errors.New("nodeRoles: an entry has no role name"))
+			continue
+		case strings.HasPrefix(r.Name, "arn:") || strings.Contains(r.Name, "/"):
+			errs = append(errs, fmt.Errorf("nodeRoles: %q: give the role's name, not an ARN or a path (roles with a path are not supported)", r.Name))
+			continue
+		case !roleNameRE.MatchString(r.Name):
+			errs = append(errs, fmt.Errorf("nodeRoles: %q is not a valid IAM role name (1-64 of letters, digits and +=,.@_-)", r.Name))
+			continue
+		case strings.EqualFold(r.Name, p.NodeRoleName):
+			errs = append(errs, fmt.Errorf("nodeRoles: %q is the node role (nodeRoleName) already; list only further roles", r.Name))
+			continue
+		case seen[strings.ToLower(r.Name)]:
+			errs = append(errs, fmt.Errorf("nodeRoles: %q is listed twice (IAM role names are case-insensitive)", r.Name))
+			continue
+		case r.Create && r.SkipAccessEntry:
+			errs = append(errs, fmt.Errorf("nodeRoles: %q: %s and %s together: a role the stack creates has no access entry yet", r.Name, nodeRoleCreate, nodeRoleSkipAccessEntry))
+		}
+		seen[strings.ToLower(r.Name)] = true
+	}
+	return errs
 }
 
 func joinInts(v []int) string {

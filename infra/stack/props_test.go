@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,6 +45,24 @@ func TestPropsValidation(t *testing.T) {
 		{"bad ids", func(p *Props) {
 			p.VpcID, p.SubnetIDs, p.SecurityGroupIDs = "vpc-x", []string{"subnet"}, []string{"group"}
 		}, []string{`vpcId "vpc-x"`, `subnetIds: "subnet"`, `securityGroupIds: "group"`}},
+		{"node roles ok", func(p *Props) {
+			p.NodeRoles = []NodeRole{{Name: "TeamB"}, {Name: "Win", Windows: true, Create: true}, {Name: "Old", SkipAccessEntry: true}}
+		}, nil},
+		{"node role ARN", func(p *Props) {
+			p.NodeRoles = []NodeRole{{Name: "arn:aws:iam::123456789012:role/x"}, {Name: "path/x"}}
+		}, []string{`nodeRoles: "arn:aws:iam::123456789012:role/x": give the role's name, not an ARN`, `nodeRoles: "path/x"`}},
+		{"bad node role name", func(p *Props) { p.NodeRoles = []NodeRole{{Name: "has space"}} }, []string{`nodeRoles: "has space" is not a valid IAM role name`}},
+		{"empty node role name", func(p *Props) { p.NodeRoles = []NodeRole{{Windows: true}} }, []string{"nodeRoles: an entry has no role name"}},
+		{"node role twice", func(p *Props) { p.NodeRoles = []NodeRole{{Name: "A"}, {Name: "a", Windows: true}} }, []string{`nodeRoles: "a" is listed twice`}},
+		{"node role is nodeRoleName", func(p *Props) { p.NodeRoles = []NodeRole{{Name: "karpenterNodeRole-demo", Windows: true}} },
+			[]string{`nodeRoles: "karpenterNodeRole-demo" is the node role (nodeRoleName) already`}},
+		{"create without entry", func(p *Props) { p.NodeRoles = []NodeRole{{Name: "W", Create: true, SkipAccessEntry: true}} },
+			[]string{`nodeRoles: "W": create and skipAccessEntry together`}},
+		{"too many node roles", func(p *Props) {
+			for i := range MaxNodeRoles + 1 {
+				p.NodeRoles = append(p.NodeRoles, NodeRole{Name: fmt.Sprint("r", i)})
+			}
+		}, []string{"nodeRoles: at most 10 roles, got 11"}},
 		{"vpc ok", func(p *Props) {
 			p.SubnetIDs, p.SecurityGroupIDs = []string{"subnet-0123456789abcdef0"}, []string{"sg-01234567"}
 		}, nil},
@@ -98,5 +117,33 @@ func TestNewStackRejectsInvalidProps(t *testing.T) {
 	}
 	if n := len(*app.Node().Children()); n != 0 {
 		t.Errorf("app has %d children after a rejected stack", n)
+	}
+}
+
+func TestParseNodeRole(t *testing.T) {
+	cases := []struct {
+		in   string
+		want NodeRole
+		err  string
+	}{
+		{"TeamB", NodeRole{Name: "TeamB"}, ""},
+		{" Win : windows ", NodeRole{Name: "Win", Windows: true}, ""},
+		{"Win:Windows:create", NodeRole{Name: "Win", Windows: true, Create: true}, ""},
+		{"Old:skipAccessEntry", NodeRole{Name: "Old", SkipAccessEntry: true}, ""},
+		{"Win:linux", NodeRole{}, `nodeRoles: "Win:linux": unknown modifier "linux" (use windows, create or skipAccessEntry after the role name, e.g. MyWindowsNodes:windows)`},
+		{"Win:", NodeRole{}, `unknown modifier ""`},
+	}
+	for _, c := range cases {
+		got, err := ParseNodeRole(c.in)
+		switch {
+		case c.err != "":
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("ParseNodeRole(%q) error %v, want %q", c.in, err, c.err)
+			}
+		case err != nil:
+			t.Errorf("ParseNodeRole(%q): %v", c.in, err)
+		case got != c.want:
+			t.Errorf("ParseNodeRole(%q) = %+v, want %+v", c.in, got, c.want)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -126,7 +127,14 @@ type Stack struct {
 	Functions map[string]awslambda.Function
 	Roles     map[string]awsiam.Role
 	LogGroups map[string]awslogs.LogGroup
-	NodeRole  awsiam.IRole
+	// NodeRole is the role of Props.NodeRoleName.
+	NodeRole awsiam.IRole
+	// NodeRoles holds every node role by name: NodeRole and the roles of
+	// Props.NodeRoles.
+	NodeRoles map[string]awsiam.IRole
+	// NodeAccessEntries are the node roles' access entries, by role name
+	// (none for a role whose entry is skipped).
+	NodeAccessEntries map[string]awseks.CfnAccessEntry
 	// ManagedPolicies are the customer managed policies shared by the
 	// controller functions, by construct ID.
 	ManagedPolicies map[string]awsiam.ManagedPolicy
@@ -163,10 +171,12 @@ func NewStack(scope constructs.Construct, id string, props Props) (*Stack, error
 		LogGroups:         map[string]awslogs.LogGroup{},
 		ManagedPolicies:   map[string]awsiam.ManagedPolicy{},
 		InterruptionRules: map[string]awsevents.CfnRule{},
+		NodeRoles:         map[string]awsiam.IRole{},
+		NodeAccessEntries: map[string]awseks.CfnAccessEntry{},
 	}
 	awscdk.Tags_Of(s.Stack).Add(jsii.String("karpless:cluster"), jsii.String(props.ClusterName), nil)
 
-	s.defineNodeRole()
+	s.defineNodeRoles()
 	s.defineQueue()
 	if err := s.defineFunctions(); err != nil {
 		return nil, fmt.Errorf("karpless stack %q: %w", id, err)
@@ -179,22 +189,58 @@ func NewStack(scope constructs.Construct, id string, props Props) (*Stack, error
 
 func (s *Stack) cluster() string { return s.Props.ClusterName }
 
-// defineNodeRole creates (or imports) the role nodes run with.
-func (s *Stack) defineNodeRole() {
-	if s.Props.ImportNodeRole {
-		s.NodeRole = awsiam.Role_FromRoleName(s.Stack, jsii.String("NodeRole"), jsii.String(s.Props.NodeRoleName), nil)
-		return
+// defineNodeRoles creates (or imports) the roles nodes run with: the node
+// role, then Props.NodeRoles. Construct IDs derive from role names, not
+// positions, so reordering the list replaces nothing.
+func (s *Stack) defineNodeRoles() {
+	s.NodeRole = s.nodeRole("NodeRole", s.Props.NodeRoleName, !s.Props.ImportNodeRole, "")
+	s.NodeRoles[s.Props.NodeRoleName] = s.NodeRole
+	for _, r := range s.Props.NodeRoles {
+		kind := "Linux "
+		if r.Windows {
+			kind = "Windows "
+		}
+		s.NodeRoles[r.Name] = s.nodeRole("NodeRole-"+r.Name, r.Name, r.Create, kind)
+	}
+}
+
+// nodeRole creates the role name (or imports it when !create). kind goes
+// into the description ("Windows ", or "" for the default node role).
+func (s *Stack) nodeRole(id, name string, create bool, kind string) awsiam.IRole {
+	if !create {
+		return awsiam.Role_FromRoleName(s.Stack, jsii.String(id), jsii.String(name), nil)
 	}
 	managed := make([]awsiam.IManagedPolicy, len(nodeRoleManagedPolicies))
 	for i, name := range nodeRoleManagedPolicies {
 		managed[i] = awsiam.ManagedPolicy_FromAwsManagedPolicyName(jsii.String(name))
 	}
-	s.NodeRole = awsiam.NewRole(s.Stack, jsii.String("NodeRole"), &awsiam.RoleProps{
-		RoleName:        jsii.String(s.Props.NodeRoleName),
-		Description:     jsii.String("Role of the nodes Karpless launches for EKS cluster " + s.cluster()),
-		AssumedBy:       awsiam.NewServicePrincipal(jsii.String("ec2.amazonaws.com"), nil),
+	return awsiam.NewRole(s.Stack, jsii.String(id), &awsiam.RoleProps{
+		RoleName:        jsii.String(name),
+		Description:     jsii.String("Role of the " + kind + "nodes Karpless launches for EKS cluster " + s.cluster()),
+		AssumedBy:       ec2Principal(),
 		ManagedPolicies: &managed,
 	})
+}
+
+// ec2Principal is EC2 as the partition names it: ec2.amazonaws.com, and
+// ec2.amazonaws.com.cn in the China regions, as Karpenter's template writes
+// it (ec2.${AWS::URLSuffix}). CDK's ServicePrincipal would write
+// ec2.amazonaws.com everywhere (aws-cdk-lib 2.270 standardizes every
+// service principal), which the China regions' IAM console does not show
+// for EC2 (aws/aws-cdk#24709).
+func ec2Principal() awsiam.IPrincipal {
+	return awsiam.ServicePrincipal_FromStaticServicePrincipleName(
+		awscdk.Fn_Join(jsii.String(""), jsii.Strings("ec2.", *awscdk.Aws_URL_SUFFIX())))
+}
+
+// nodeRoleARNs are the ARNs of every node role, the node role first, then
+// Props.NodeRoles in order.
+func (s *Stack) nodeRoleARNs() []*string {
+	out := []*string{s.NodeRole.RoleArn()}
+	for _, r := range s.Props.NodeRoles {
+		out = append(out, s.NodeRoles[r.Name].RoleArn())
+	}
+	return out
 }
 
 // defineQueue creates the interruption queue, its DLQ, the EventBridge
@@ -294,7 +340,6 @@ type function struct {
 
 func (s *Stack) defineFunctions() error {
 	cluster := s.cluster()
-	nodeRoleARN := s.NodeRole.RoleArn()
 
 	policy := func(id, desc string, stmts []awsiam.PolicyStatement) awsiam.ManagedPolicy {
 		mp := awsiam.NewManagedPolicy(s.Stack, jsii.String(id), &awsiam.ManagedPolicyProps{
@@ -305,7 +350,7 @@ func (s *Stack) defineFunctions() error {
 		return mp
 	}
 	read := policy(ReadPolicyID, "discovery reads of the controller functions", readStatements(cluster))
-	launch := policy(LaunchPolicyID, "launch, tag and roll back this cluster's capacity", launchStatements(cluster, nodeRoleARN))
+	launch := policy(LaunchPolicyID, "launch, tag and roll back this cluster's capacity", launchStatements(cluster, s.nodeRoleARNs()))
 	profiles := policy(InstanceProfilePolicyID, "create and fill this cluster's instance profiles", instanceProfileStatements(cluster))
 	profilesGC := policy(InstanceProfileGCPolicyID, "garbage-collect this cluster's instance profiles", instanceProfileGCStatements(cluster))
 
@@ -544,14 +589,28 @@ func (s *Stack) defineAccessEntries() {
 	// runs (its Delete) before the access goes away.
 	s.Bootstrap.Node().AddDependency(bootstrapEntry)
 
-	if !s.Props.SkipNodeAccessEntry {
-		nodeEntry := awseks.NewCfnAccessEntry(s.Stack, jsii.String("NodeAccessEntry"), &awseks.CfnAccessEntryProps{
+	// Node roles: EC2_LINUX or EC2_WINDOWS, the type EKS maps to the
+	// node's groups (Windows nodes also get eks:kube-proxy-windows). The
+	// node role keeps its construct ID from before there were several.
+	node := func(id, role string, typ string) {
+		entry := awseks.NewCfnAccessEntry(s.Stack, jsii.String(id), &awseks.CfnAccessEntryProps{
 			ClusterName:  cluster,
-			PrincipalArn: s.NodeRole.RoleArn(),
-			Type:         jsii.String("EC2_LINUX"),
+			PrincipalArn: s.NodeRoles[role].RoleArn(),
+			Type:         jsii.String(typ),
 		})
-		// Nodes of a default NodePool can join as soon as it exists.
-		s.Bootstrap.Node().AddDependency(nodeEntry)
+		s.NodeAccessEntries[role] = entry
+		// Nodes of a default NodePool can join as soon as it exists, and
+		// on deletion the bootstrap's Delete (which may remove the user's
+		// NodeClaims) runs while nodes can still reach the cluster.
+		s.Bootstrap.Node().AddDependency(entry)
+	}
+	if !s.Props.SkipNodeAccessEntry {
+		node("NodeAccessEntry", s.Props.NodeRoleName, "EC2_LINUX")
+	}
+	for _, r := range s.Props.NodeRoles {
+		if !r.SkipAccessEntry {
+			node("NodeAccessEntry-"+r.Name, r.Name, r.AccessEntryType())
+		}
 	}
 }
 
@@ -562,6 +621,22 @@ func (s *Stack) defineOutputs() {
 	out("InterruptionQueueUrl", s.Queue.QueueUrl(), "URL of the interruption queue")
 	out("InterruptionQueueName", s.Queue.QueueName(), "name of the interruption queue")
 	out("NodeRoleName", jsii.String(s.Props.NodeRoleName), "IAM role for EC2NodeClass spec.role")
+	if len(s.Props.NodeRoles) > 0 {
+		var linux, windows []string
+		for _, r := range s.Props.NodeRoles {
+			if r.Windows {
+				windows = append(windows, r.Name)
+			} else {
+				linux = append(linux, r.Name)
+			}
+		}
+		if len(linux) > 0 {
+			out("LinuxNodeRoleNames", jsii.String(strings.Join(linux, ",")), "further IAM roles for EC2NodeClass spec.role (Linux nodes)")
+		}
+		if len(windows) > 0 {
+			out("WindowsNodeRoleNames", jsii.String(strings.Join(windows, ",")), "IAM roles for EC2NodeClass spec.role of Windows nodes")
+		}
+	}
 	names := make([]string, 0, len(s.Functions))
 	for name := range s.Functions {
 		names = append(names, name)

@@ -213,7 +213,7 @@ func TestInstallOnEmptyCluster(t *testing.T) {
 			t.Errorf("Created = %v, missing %s", res.Created, want)
 		}
 	}
-	if len(res.Applied) != 7 { // 3 CRDs, ClusterRole(Binding), Role(Binding)
+	if len(res.Applied) != 8 { // 4 CRDs, ClusterRole(Binding), Role(Binding)
 		t.Errorf("Applied = %v", res.Applied)
 	}
 }

@@ -69,6 +69,10 @@ func ControllerRules() []Rule {
 		{Group: "", Resources: []string{"persistentvolumeclaims", "persistentvolumes"}, Verbs: readOnly},
 		{Group: "karpenter.sh", Resources: []string{"nodeclaims", "nodepools"}, Verbs: owned},
 		{Group: "karpenter.sh", Resources: []string{"nodeclaims/status", "nodepools/status"}, Verbs: status},
+		// NodeOverlays are the user's: the provisioner only reads them and
+		// writes their Ready condition.
+		{Group: "karpenter.sh", Resources: []string{"nodeoverlays"}, Verbs: readOnly},
+		{Group: "karpenter.sh", Resources: []string{"nodeoverlays/status"}, Verbs: status},
 		{Group: "karpenter.k8s.aws", Resources: []string{"ec2nodeclasses"}, Verbs: owned},
 		{Group: "karpenter.k8s.aws", Resources: []string{"ec2nodeclasses/status"}, Verbs: status},
 		{Group: "apps", Resources: []string{"daemonsets"}, Verbs: readOnly},

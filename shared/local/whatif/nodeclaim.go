@@ -15,6 +15,7 @@ import (
 	"github.com/karpless/karpless/shared/core/disruption"
 	"github.com/karpless/karpless/shared/core/podutil"
 	"github.com/karpless/karpless/shared/core/scheduling"
+	"github.com/karpless/karpless/shared/core/static"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/ticks/lifecycle"
@@ -128,6 +129,9 @@ type DisruptionState struct {
 	// NextPass is the command the next disruption pass would start on the
 	// whole cluster, when it includes this claim.
 	NextPass *CommandSummary `json:"nextPass,omitempty"`
+	// Static is its static NodePool's state and what the next ticks do
+	// with it ("" for a NodePool without replicas).
+	Static string `json:"static,omitempty"`
 	// Blockers are what stops voluntary disruption of the claim now.
 	Blockers []string      `json:"blockers"`
 	Budgets  []BudgetState `json:"budgets"`
@@ -473,8 +477,20 @@ func (w *World) disruptionState(v *disruptionView, nc *karpv1.NodeClaim, node *c
 	if candidateBlock != "" {
 		block("%s", candidateBlock)
 	}
-	if np.Spec.Replicas != nil {
-		block("its NodePool is static (spec.replicas): voluntary disruption does not apply")
+	if static.IsStatic(np) {
+		block("its NodePool is static (spec.replicas): never emptied nor consolidated (drift and expiry still apply)")
+		_, plan := w.staticPools()
+		for _, sp := range plan {
+			if sp.NodePool.Name != np.Name {
+				continue
+			}
+			s.Static = sp.Why
+			for _, d := range sp.Delete {
+				if d.Name == nc.Name {
+					s.Static += "; the next disruption tick deletes this claim (scale-down)"
+				}
+			}
+		}
 	}
 	notElapsed := ""
 	if after != nil && !s.Consolidatable && s.ConsolidatableAt != nil {
@@ -494,11 +510,11 @@ func (w *World) disruptionState(v *disruptionView, nc *karpv1.NodeClaim, node *c
 	judge := func(m disruption.Method, label string, applies string) MethodVerdict {
 		mv := MethodVerdict{Method: label}
 		switch {
+		case static.IsStatic(np) && m != disruption.Drift:
+			mv.Verdict = "static NodePool: never emptied nor consolidated"
+			return mv
 		case applies != "":
 			mv.Verdict = applies
-			return mv
-		case np.Spec.Replicas != nil:
-			mv.Verdict = "static NodePool"
 			return mv
 		}
 		mv.Applies = true
@@ -647,6 +663,9 @@ func (r *NodeClaimReport) WriteText(w io.Writer) error {
 	}
 	if d.NextPass != nil {
 		p.line("  next pass: %s (%s -> %s)", d.NextPass.line(), money(d.NextPass.PriceBefore), money(d.NextPass.PriceAfter))
+	}
+	if d.Static != "" {
+		p.line("  %s", d.Static)
 	}
 	var bs []string
 	for _, b := range d.Budgets {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/karpless/karpless/shared/core/disruption"
 	"github.com/karpless/karpless/shared/core/scheduling"
+	"github.com/karpless/karpless/shared/core/static"
 )
 
 // SimulationReport is one provisioning pass and one disruption pass over
@@ -46,8 +47,46 @@ type ProvisioningResult struct {
 	NewNodeClaims []ClaimSummary `json:"newNodeClaims,omitempty"`
 	// Unschedulable are pods that fit nowhere, with the reason.
 	Unschedulable []PodReason `json:"unschedulable,omitempty"`
-	// AddedPerHour is the $/h of the new NodeClaims.
+	// Static is what each static NodePool (spec.replicas) does: the
+	// provisioner creates what it lacks, the disruption tick deletes what
+	// it has beyond its replicas.
+	Static []StaticPool `json:"static,omitempty"`
+	// AddedPerHour is the $/h of the new NodeClaims, static ones included.
 	AddedPerHour float64 `json:"addedPerHour"`
+}
+
+// StaticPool is one static NodePool's state and what the next ticks do
+// with it.
+type StaticPool struct {
+	NodePool string `json:"nodePool"`
+	Replicas int64  `json:"replicas"`
+	// Active are its claims neither deleting nor being replaced.
+	Active int `json:"active"`
+	// Create is how many NodeClaims the provisioner creates, each
+	// launching as Launch; Delete the claims the disruption tick deletes.
+	Create int       `json:"create,omitempty"`
+	Launch *Offering `json:"launch,omitempty"`
+	Delete []string  `json:"delete,omitempty"`
+	// Line says it for people, e.g. "static nodepool web: 3 of 5
+	// replicas, creating 2".
+	Line string `json:"line"`
+}
+
+// staticPools is what static.Plan decides on the snapshot.
+func (w *World) staticPools() ([]StaticPool, []static.Pool) {
+	plan := static.Plan(disruption.StaticInput(w.snap, w.classes, w.now))
+	var out []StaticPool
+	for _, sp := range plan {
+		p := StaticPool{NodePool: sp.NodePool.Name, Replicas: sp.Replicas, Active: sp.Count.Active, Create: sp.Create, Line: sp.Why}
+		if sp.Claim != nil && sp.Create > 0 {
+			p.Launch = launchOffering(sp.Claim)
+		}
+		for _, nc := range sp.Delete {
+			p.Delete = append(p.Delete, nc.Name)
+		}
+		out = append(out, p)
+	}
+	return out, plan
 }
 
 // Assignment is pods placed on one existing node or in-flight claim.
@@ -67,6 +106,9 @@ type PodReason struct {
 type DisruptionResult struct {
 	// Expired are NodeClaims past expireAfter: deleted at once, forcefully.
 	Expired []string `json:"expired,omitempty"`
+	// ScaledDown are NodeClaims of static NodePools beyond their replicas:
+	// deleted at once, not subject to budgets.
+	ScaledDown []string `json:"scaledDown,omitempty"`
 	// Command is the voluntary disruption the pass would start (emptiness,
 	// drift or consolidation; only the first method that acts), nil if none.
 	Command *CommandSummary `json:"command,omitempty"`
@@ -93,9 +135,10 @@ type Cost struct {
 	Before float64 `json:"before"`
 	// AfterProvisioning adds the new NodeClaims.
 	AfterProvisioning float64 `json:"afterProvisioning"`
-	// AfterDisruption also takes away what the disruption command removes
-	// and adds its replacements (expired claims are not counted: their
-	// replacements depend on their pods, provisioned on the next pass).
+	// AfterDisruption also takes away what the disruption command and the
+	// scale-down of static NodePools remove and adds the command's
+	// replacements (expired claims are not counted: their replacements
+	// depend on their pods, provisioned on the next pass).
 	AfterDisruption float64 `json:"afterDisruption"`
 	// Unpriced are managed nodes whose offering has no known price.
 	Unpriced []string `json:"unpriced,omitempty"`
@@ -152,6 +195,12 @@ func (w *World) Simulate() *SimulationReport {
 		r.Provisioning.Unschedulable = append(r.Provisioning.Unschedulable, PodReason{Pod: e.Pod.Namespace + "/" + e.Pod.Name, Reason: e.Reason})
 	}
 	sort.Slice(r.Provisioning.Unschedulable, func(i, j int) bool { return r.Provisioning.Unschedulable[i].Pod < r.Provisioning.Unschedulable[j].Pod })
+	r.Provisioning.Static, _ = w.staticPools()
+	for _, sp := range r.Provisioning.Static {
+		if sp.Launch != nil {
+			r.Provisioning.AddedPerHour += float64(sp.Create) * sp.Launch.PricePerHour
+		}
+	}
 	r.Cost.AfterProvisioning = r.Cost.Before + r.Provisioning.AddedPerHour
 
 	// Disruption.
@@ -160,6 +209,17 @@ func (w *World) Simulate() *SimulationReport {
 		r.Disruption.Expired = append(r.Disruption.Expired, e.NodeClaim.Name)
 	}
 	sort.Strings(r.Disruption.Expired)
+	price := map[string]float64{}
+	for _, n := range w.sim.Nodes {
+		price[n.NodeClaim] = n.Price
+	}
+	scaledDown := 0.0
+	for _, sp := range r.Provisioning.Static {
+		r.Disruption.ScaledDown = append(r.Disruption.ScaledDown, sp.Delete...)
+		for _, name := range sp.Delete {
+			scaledDown += price[name]
+		}
+	}
 	plan := w.compute(v)
 	r.Disruption.Stopped = plan.Stopped
 	r.Disruption.Eligible = map[string]int{}
@@ -168,7 +228,7 @@ func (w *World) Simulate() *SimulationReport {
 	}
 	r.Disruption.Blocked = notes(plan.Blocked)
 	r.Disruption.Unconsolidatable = notes(plan.Unconsolidatable)
-	r.Cost.AfterDisruption = r.Cost.AfterProvisioning
+	r.Cost.AfterDisruption = r.Cost.AfterProvisioning - scaledDown
 	if plan.Command != nil {
 		r.Disruption.Command = summarizeCommand(plan.Command)
 		r.Cost.AfterDisruption += plan.Command.PriceAfter - plan.Command.PriceBefore
@@ -216,11 +276,23 @@ func (r *SimulationReport) WriteText(w io.Writer) error {
 	for _, u := range pr.Unschedulable {
 		p.line("  %s cannot be placed: %s", u.Pod, u.Reason)
 	}
+	for _, sp := range pr.Static {
+		if sp.Launch != nil {
+			p.line("  %s, each as %s", sp.Line, sp.Launch)
+		} else {
+			p.line("  %s", sp.Line)
+		}
+	}
 	p.line("")
 	d := r.Disruption
 	p.line("Disruption pass:")
 	for _, e := range d.Expired {
 		p.line("  delete %s: past its expireAfter (forceful)", e)
+	}
+	for _, sp := range pr.Static {
+		for _, name := range sp.Delete {
+			p.line("  delete %s: static nodepool %s has %d of %d replicas (scale-down, no budget)", name, sp.NodePool, sp.Active, sp.Replicas)
+		}
 	}
 	switch {
 	case d.Command != nil:
@@ -229,7 +301,7 @@ func (r *SimulationReport) WriteText(w io.Writer) error {
 		if d.Command.Method != string(disruption.Drift) {
 			p.line("      (proposed first, carried out after 15 s if a fresh look agrees; one command per pass, the next pass looks again)")
 		}
-	case len(d.Expired) == 0:
+	case len(d.Expired) == 0 && len(d.ScaledDown) == 0:
 		p.line("  no voluntary disruption now")
 	}
 	var el []string

@@ -65,6 +65,9 @@ type xmlInstance struct {
 		AvailabilityZone   string `xml:"availabilityZone"`
 		AvailabilityZoneID string `xml:"availabilityZoneId"`
 		Tenancy            string `xml:"tenancy"`
+		GroupName          string `xml:"groupName,omitempty"`
+		GroupID            string `xml:"groupId,omitempty"`
+		PartitionNumber    int32  `xml:"partitionNumber,omitempty"`
 	} `xml:"placement"`
 	SubnetID         string     `xml:"subnetId,omitempty"`
 	VPCID            string     `xml:"vpcId,omitempty"`
@@ -90,8 +93,19 @@ type xmlInstance struct {
 	} `xml:"iamInstanceProfile,omitempty"`
 	EBSOptimized    bool   `xml:"ebsOptimized"`
 	ENASupport      bool   `xml:"enaSupport"`
+	Platform        string `xml:"platform,omitempty"`
 	PlatformDetails string `xml:"platformDetails"`
 	UsageOperation  string `xml:"usageOperation"`
+}
+
+// platformOf is what EC2 reports of an image family: platform "windows"
+// (blank otherwise), its platformDetails and the usageOperation billing
+// code.
+func platformOf(family string) (platform, details, usage string) {
+	if strings.HasPrefix(family, "Windows") {
+		return "windows", "Windows", "RunInstances:0002"
+	}
+	return "", "Linux/UNIX", "RunInstances"
 }
 
 func (e *Emulator) xmlInstance(i *instance) xmlInstance {
@@ -104,6 +118,11 @@ func (e *Emulator) xmlInstance(i *instance) xmlInstance {
 		PlatformDetails: "Linux/UNIX", UsageOperation: "RunInstances",
 	}
 	x.Placement.AvailabilityZone, x.Placement.AvailabilityZoneID, x.Placement.Tenancy = i.Zone, i.ZoneID, "default"
+	x.Platform, x.PlatformDetails, x.UsageOperation = platformOf(i.family)
+	if x.Platform == "windows" {
+		x.RootDeviceName = "/dev/sda1"
+	}
+	x.Placement.GroupName, x.Placement.GroupID, x.Placement.PartitionNumber = e.placementXML(i.ID)
 	if i.State == StateTerminated || i.State == StateShuttingDown {
 		x.PrivateDNSName, x.PrivateIPAddress = "", ""
 		if i.State == StateTerminated {
@@ -189,6 +208,14 @@ func (e *Emulator) instanceFields(i *instance) fields {
 			return []string{i.InstanceType}, true
 		case "availability-zone":
 			return []string{i.Zone}, true
+		case "platform":
+			p, _, _ := platformOf(i.family)
+			return []string{p}, true
+		case "platform-details":
+			_, d, _ := platformOf(i.family)
+			return []string{d}, true
+		case "placement-group-name", "placement-partition-number":
+			return e.placementFilter(i.ID, name), true
 		case "subnet-id":
 			return []string{i.SubnetID}, true
 		case "vpc-id":
@@ -742,6 +769,7 @@ type xmlImage struct {
 	VirtualizationType string   `xml:"virtualizationType"`
 	Hypervisor         string   `xml:"hypervisor"`
 	ENASupport         bool     `xml:"enaSupport"`
+	Platform           string   `xml:"platform,omitempty"`
 	PlatformDetails    string   `xml:"platformDetails"`
 	UsageOperation     string   `xml:"usageOperation"`
 	DeprecationTime    string   `xml:"deprecationTime,omitempty"`
@@ -793,8 +821,12 @@ func (e *Emulator) describeImages(r *request) (any, *apiError) {
 				return []string{strconv.FormatBool(im.OwnerID != e.cfg.AccountID)}, true
 			case "description":
 				return []string{im.Description}, true
+			case "platform":
+				p, _, _ := platformOf(im.Family)
+				return []string{p}, true
 			case "platform-details":
-				return []string{"Linux/UNIX"}, true
+				_, d, _ := platformOf(im.Family)
+				return []string{d}, true
 			case "root-device-type":
 				return []string{"ebs"}, true
 			case "virtualization-type":
@@ -831,6 +863,10 @@ func (e *Emulator) describeImages(r *request) (any, *apiError) {
 		}
 		if im.Family == "Bottlerocket" {
 			x.RootDeviceName = "/dev/xvda"
+		}
+		x.Platform, x.PlatformDetails, x.UsageOperation = platformOf(im.Family)
+		if x.Platform == "windows" {
+			x.RootDeviceName = "/dev/sda1"
 		}
 		if !im.Deprecation.IsZero() {
 			x.DeprecationTime = awsTime(im.Deprecation)

@@ -90,6 +90,8 @@ type pool struct {
 	// per capacity type (rolled).
 	fleet  bool
 	rolled map[string]bool
+	// placement is the placement group the launch asks for (ec2_placement.go).
+	placement placementRequest
 }
 
 // createFleet emulates CreateFleet of type instant.
@@ -168,6 +170,11 @@ func (e *Emulator) createFleet(r *request) (any, *apiError) {
 				last.Overrides = append(last.Overrides, pl.echo)
 			}
 			pl.typeName = firstNonEmpty(pl.echo.InstanceType, lt.InstanceType)
+			if o != "" {
+				pl.placement = placementParams(p, o+".", lt)
+			} else {
+				pl.placement = placementParams(nil, "", lt)
+			}
 			pl.itype, _ = e.cfg.Catalog.Get(pl.typeName)
 			pl.imageID = firstNonEmpty(pl.echo.ImageID, lt.ImageID)
 			if pl.echo.SubnetID != "" {
@@ -247,6 +254,7 @@ func (e *Emulator) createFleet(r *request) (any, *apiError) {
 					fleetID: resp.FleetID, reservation: reservation, token: token,
 					tags: specs["instance"], volumeTags: specs["volume"], now: now,
 				})
+				e.place(inst, pl.placement)
 				key := [2]string{strconv.Itoa(pl.index), ct}
 				fi := launched[key]
 				if fi == nil {
@@ -417,6 +425,9 @@ func (e *Emulator) choosePool(pools []*pool, ct string, p url.Values, now time.T
 // validity, then the account (IAM, spot role and markets), then capacity.
 func (e *Emulator) poolError(pl *pool, ct string, now time.Time) (code, msg string) {
 	if code, msg := e.poolInvalid(pl, ct, now); code != "" {
+		return code, msg
+	}
+	if code, msg := e.placementError(pl); code != "" {
 		return code, msg
 	}
 	if ct == CapacityTypeSpot {
@@ -708,6 +719,7 @@ func (e *Emulator) runInstances(r *request) (any, *apiError) {
 		pl.lt = &launchTemplate{}
 	}
 	pl.profile = firstNonEmpty(p.Get("IamInstanceProfile.Arn"), p.Get("IamInstanceProfile.Name"), pl.lt.InstanceProfile)
+	pl.placement = placementParams(p, "", lt)
 	n := 0
 	var code, msg string
 	for n < maxCount {
@@ -740,6 +752,7 @@ func (e *Emulator) runInstances(r *request) (any, *apiError) {
 			token: token, tags: specs["instance"], volumeTags: specs["volume"], securityGroups: list(p, "SecurityGroupId"),
 			userData: userData, instanceProfile: firstNonEmpty(p.Get("IamInstanceProfile.Arn"), p.Get("IamInstanceProfile.Name")), now: now,
 		})
+		e.place(inst, pl.placement)
 		x := e.xmlInstance(inst)
 		x.AMILaunchIndex = k
 		resp.Instances = append(resp.Instances, x)

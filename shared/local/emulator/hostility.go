@@ -40,6 +40,11 @@ type Hostility struct {
 	// lists), and CreateFleet and RunInstances naming it by name fail with
 	// the same top-level 400, for a random 0..LaunchTemplateLagMax.
 	LaunchTemplateLagMax time.Duration
+	// PlacementGroupLagMax: a group made by CreatePlacementGroup is unknown
+	// to DescribePlacementGroups (InvalidPlacementGroup.Unknown when named,
+	// absent from lists) and to launches naming it, for a random
+	// 0..PlacementGroupLagMax.
+	PlacementGroupLagMax time.Duration
 	// FleetLagMax: DescribeFleets does not know a new fleet
 	// (InvalidFleetId.NotFound) for a random 0..FleetLagMax.
 	FleetLagMax time.Duration
@@ -90,6 +95,7 @@ func DefaultHostility() Hostility {
 		TerminatedStaleMax:    5 * time.Second,
 		TagLagMax:             3 * time.Second,
 		LaunchTemplateLagMax:  3 * time.Second,
+		PlacementGroupLagMax:  3 * time.Second,
 		FleetLagMax:           5 * time.Second,
 		ProfilePropagationMin: 5 * time.Second,
 		ProfilePropagationMax: 20 * time.Second,
@@ -117,6 +123,7 @@ const (
 	EventTagLag             = "tag-lag"
 	EventLaunchTemplateLag  = "launch-template-lag"
 	EventFleetLag           = "fleet-lag"
+	EventPlacementGroupLag  = "placement-group-lag"
 	EventProfilePropagation = "profile-propagation"
 	EventNoSpotMarket       = "no-spot-market"
 	EventNoSpotSLR          = "no-spot-service-linked-role"
@@ -124,7 +131,7 @@ const (
 )
 
 // hostileServices are the services random throttles and server errors hit.
-var hostileServices = map[string]bool{"ec2": true, "ssm": true, "iam": true, "sqs": true}
+var hostileServices = map[string]bool{"ec2": true, "ssm": true, "iam": true, "sqs": true, "pricing": true}
 
 // mutatingActions are the calls whose answer LostAnswerRate may lose after
 // applying them.

@@ -248,6 +248,8 @@ type world struct {
 	// tagViews are the resources (by id) whose tag changes are still
 	// propagating to Describe answers (Hostility.TagLagMax).
 	tagViews map[string]*tagView
+	// placement is the placement groups and who is in them (ec2_placement.go).
+	placement *placementWorld
 	// release counters for UpdateAMIs
 	bottlerocketMinor int
 	podIP             uint32

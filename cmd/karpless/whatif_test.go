@@ -49,6 +49,11 @@ func (fakeEC2) DescribeInstanceTypeOfferings(ctx context.Context, in *ec2.Descri
 	return &out, nil
 }
 
+// DescribeInstanceTypes fails: the build's catalog stands in.
+func (fakeEC2) DescribeInstanceTypes(context.Context, *ec2.DescribeInstanceTypesInput, ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error) {
+	return nil, errors.New("not answered by this fake")
+}
+
 func (fakeEC2) DescribeSpotPriceHistory(ctx context.Context, in *ec2.DescribeSpotPriceHistoryInput, _ ...func(*ec2.Options)) (*ec2.DescribeSpotPriceHistoryOutput, error) {
 	now := time.Now()
 	q := func(t, z, p string) ec2types.SpotPrice {

@@ -35,8 +35,11 @@ type Env struct {
 	Cluster *eksauth.Cluster
 	Kube    *kube.Clients
 	Catalog *catalog.Catalog
-	Log     *slog.Logger
-	Clock   clock.WithTicker
+	// Prices reads the region's offerings, prices and instance types; one
+	// per warm container, so a book is decoded once per version.
+	Prices *pricing.Source
+	Log    *slog.Logger
+	Clock  clock.WithTicker
 	// Out receives EMF metrics; CloudWatch reads them from the function's log.
 	Out io.Writer
 }
@@ -71,7 +74,19 @@ func Load(ctx context.Context, lookup func(string) (string, bool)) (*Env, error)
 	if err != nil {
 		return nil, err
 	}
-	return &Env{Config: cfg, AWS: aws, Cluster: cluster, Kube: kc, Catalog: cat, Log: log, Clock: clock.RealClock{}, Out: os.Stdout}, nil
+	env := &Env{Config: cfg, AWS: aws, Cluster: cluster, Kube: kc, Catalog: cat, Log: log, Clock: clock.RealClock{}, Out: os.Stdout}
+	env.Prices = env.NewPrices()
+	return env, nil
+}
+
+// NewPrices is the price source of this environment's region.
+func (e *Env) NewPrices() *pricing.Source {
+	src := &pricing.Source{EC2: e.AWS.EC2, Region: e.Config.Region, ConfigMap: e.Kube.Core.CoreV1(), Namespace: e.Config.Namespace, Clock: e.Clock}
+	// A nil *pricing.Client in the interface would not read as "none".
+	if e.AWS.PriceList != nil {
+		src.PriceList = e.AWS.PriceList
+	}
+	return src
 }
 
 // Provisioner is a provisioning engine for one invocation.
@@ -85,13 +100,22 @@ func (e *Env) Provisioner() *provision.Provisioner {
 			Validate: launchtemplate.Validate,
 		},
 		Templates:  Templates{&launchtemplate.Provider{EC2: e.AWS.EC2, Now: e.Clock.Now}},
-		Prices:     &pricing.Source{EC2: e.AWS.EC2, ConfigMap: e.Kube.Core.CoreV1(), Namespace: e.Config.Namespace, Clock: e.Clock},
+		Prices:     e.prices(),
 		Catalog:    e.Catalog,
 		Cluster:    e.Cluster.Info,
 		Clock:      e.Clock,
 		Log:        e.Log,
 		MetricsOut: e.Out,
 	}
+}
+
+// prices is the container's price source, or a new one for an Env made
+// by hand without one (it then decodes the book on every invocation).
+func (e *Env) prices() *pricing.Source {
+	if e.Prices == nil {
+		return e.NewPrices()
+	}
+	return e.Prices
 }
 
 // Templates adapts the launch template provider to the provisioner.

@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -117,6 +118,12 @@ func (c *Cloud) Use(ctx context.Context, ncs []*awsv1.EC2NodeClass) error {
 		}
 		c.book = book
 	}
+	cat := c.Catalog
+	if c.book != nil {
+		var fallback []string
+		cat, fallback = c.book.Catalog(c.Catalog)
+		c.reportFallback(ncs, fallback)
+	}
 	views := map[string]*classView{}
 	classes := map[string]*scheduling.NodeClass{}
 	for _, nc := range ncs {
@@ -130,16 +137,40 @@ func (c *Cloud) Use(ctx context.Context, ncs []*awsv1.EC2NodeClass) error {
 				prices.Offered = book.Offered
 			}
 		}
-		types, err := instancetype.Build(c.Catalog, cfg, instancetype.Zones(nc), prices, c.ice.Unavailable)
+		types, err := instancetype.Build(cat, cfg, instancetype.Zones(nc), prices, c.ice.Unavailable)
 		if err != nil {
 			return fmt.Errorf("instance types of ec2nodeclass %s: %w", nc.Name, err)
 		}
 		types = instancetype.FilterByAMIs(types, nc.Status.AMIs)
+		types = ForPlacementGroup(types, nc)
 		views[nc.Name] = &classView{nc: nc, types: types}
 		classes[nc.Name] = &scheduling.NodeClass{Name: nc.Name, Ready: nodeclass.IsReady(nc) && nc.DeletionTimestamp == nil, InstanceTypes: types}
 	}
 	c.views, c.classes = views, classes
 	return nil
+}
+
+// CatalogFallback is the reason of the Event that says the build's
+// catalog stands in for the region's live instance types or prices.
+const CatalogFallback = "InstanceTypesFromBuild"
+
+// reportFallback says, when the build stands in for part of the region's
+// catalog, which part and why: a metric on every tick, and a log line and
+// an Event on each EC2NodeClass when the live read was tried in this
+// invocation (so at most once per retry interval, not every minute).
+func (c *Cloud) reportFallback(ncs []*awsv1.EC2NodeClass, fallback []string) {
+	if len(fallback) == 0 {
+		return
+	}
+	c.Metrics.Gauge("karpless_catalog_fallback", float64(len(fallback)), nil)
+	if !c.book.Tried() {
+		return
+	}
+	why := strings.Join(fallback, "; ")
+	c.Log.Warn("the build's instance-type catalog stands in", "reason", why)
+	for _, nc := range ncs {
+		c.Events.Warning(record.ObjectOf(awsv1.SchemeGroupVersion.WithKind("EC2NodeClass"), nc), CatalogFallback, "%s", why)
+	}
 }
 
 // Guard makes every launch check g first (the caller's lease): a Cloud

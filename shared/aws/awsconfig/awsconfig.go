@@ -5,6 +5,7 @@ package awsconfig
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -17,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
@@ -102,11 +104,14 @@ type Clients struct {
 	EKS    *eks.Client
 	STS    *sts.Client
 	SQS    *sqs.Client
+	// PriceList reads on-demand prices; nil where the partition has no
+	// Price List API (GovCloud).
+	PriceList *pricing.Client
 }
 
 // NewClients builds every client from cfg.
 func NewClients(cfg aws.Config) *Clients {
-	return &Clients{
+	c := &Clients{
 		Config: cfg,
 		EC2:    ec2.NewFromConfig(cfg),
 		SSM:    ssm.NewFromConfig(cfg),
@@ -115,6 +120,27 @@ func NewClients(cfg aws.Config) *Clients {
 		STS:    sts.NewFromConfig(cfg),
 		SQS:    sqs.NewFromConfig(cfg),
 	}
+	if r := PriceListRegion(cfg.Region); r != "" {
+		c.PriceList = pricing.NewFromConfig(cfg, func(o *pricing.Options) { o.Region = r })
+	}
+	return c
+}
+
+// PriceListRegion is where a region's prices are asked for: the Price List
+// API answers in a few regions only (the reference provider's choice).
+// GovCloud has none: "" there, and the build's prices stand in.
+func PriceListRegion(region string) string {
+	switch {
+	case strings.HasPrefix(region, "us-gov-"):
+		return ""
+	case strings.HasPrefix(region, "cn-"):
+		return "cn-northwest-1"
+	case strings.HasPrefix(region, "ap-"):
+		return "ap-south-1"
+	case strings.HasPrefix(region, "eu-"):
+		return "eu-central-1"
+	}
+	return "us-east-1"
 }
 
 // LoadClients is Load followed by NewClients.

@@ -89,3 +89,14 @@ func TestFromLookup(t *testing.T) {
 		t.Errorf("%d options from an empty environment; want none (the SDK's default chain)", len(none))
 	}
 }
+
+func TestPriceListRegion(t *testing.T) {
+	for region, want := range map[string]string{
+		"us-east-1": "us-east-1", "us-west-2": "us-east-1", "eu-west-3": "eu-central-1", "ap-northeast-1": "ap-south-1",
+		"cn-north-1": "cn-northwest-1", "us-gov-west-1": "", "sa-east-1": "us-east-1", "me-central-1": "us-east-1",
+	} {
+		if got := PriceListRegion(region); got != want {
+			t.Errorf("%s: %q, want %q", region, got, want)
+		}
+	}
+}

@@ -1,5 +1,6 @@
-// Package pricing knows which instance types each zone offers and their spot
-// prices, read from EC2 and kept in a ConfigMap so cold ticks reuse them.
+// Package pricing knows the region's instance types, their on-demand and
+// spot prices and which zones offer them, read from EC2 and the Price List
+// API and kept in a ConfigMap so cold ticks reuse them.
 package pricing
 
 import (
@@ -11,17 +12,20 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/karpless/karpless/shared/core/timing"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/karpless/karpless/shared/core/catalog"
+	"github.com/karpless/karpless/shared/core/timing"
 )
 
 // ConfigMapName holds the book, gzip-compressed JSON under BinaryData.
@@ -29,18 +33,92 @@ const ConfigMapName = "karpless-pricing"
 
 // EC2 is what the book reads.
 type EC2 interface {
+	TypesEC2
 	DescribeInstanceTypeOfferings(ctx context.Context, in *ec2.DescribeInstanceTypeOfferingsInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstanceTypeOfferingsOutput, error)
 	DescribeSpotPriceHistory(ctx context.Context, in *ec2.DescribeSpotPriceHistoryInput, opts ...func(*ec2.Options)) (*ec2.DescribeSpotPriceHistoryOutput, error)
 }
 
-// Book is the offerings and spot prices of one region at one time.
+// Book is the offerings and prices of one region at one time.
 type Book struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 	// Zones lists, per instance type, the zones that offer it.
 	Zones map[string][]string `json:"zones"`
 	// Spot is the current Linux spot price per instance type and zone.
 	Spot map[string]map[string]float64 `json:"spot"`
+	// Live is the region's instance types and on-demand prices, read far
+	// less often than spot prices.
+	Live Live `json:"live"`
+
+	// tried is set on a book whose Live part this invocation tried to read.
+	tried bool
+	memo  *catalogMemo
 }
+
+// Live is what was read of the region's instance types and on-demand
+// prices. A part that could not be read keeps its last reading, if any,
+// and says why in its error; with no reading the build stands in.
+type Live struct {
+	Region        string             `json:"region,omitempty"`
+	Types         []catalog.Facts    `json:"types,omitempty"`
+	TypesAt       time.Time          `json:"typesAt,omitzero"`
+	TypesError    string             `json:"typesError,omitempty"`
+	OnDemand      map[string]float64 `json:"onDemand,omitempty"`
+	OnDemandAt    time.Time          `json:"onDemandAt,omitzero"`
+	OnDemandError string             `json:"onDemandError,omitempty"`
+	// TriedAt is the last attempt; a failed part is tried again
+	// PricingMaxAge after it.
+	TriedAt time.Time `json:"triedAt,omitzero"`
+	// Traffic is what the last attempt cost.
+	Traffic Traffic `json:"traffic"`
+}
+
+type catalogMemo struct {
+	once     sync.Once
+	cat      *catalog.Catalog
+	fallback []string
+	skipped  []string
+}
+
+// Catalog is the region's instance-type catalog as this book read it,
+// the build (embedded) standing in for a part that was never read.
+// fallback names each part the build stood in for, and why. The result is
+// built once per book and shared: treat it as read-only.
+func (b *Book) Catalog(embedded *catalog.Catalog) (cat *catalog.Catalog, fallback []string) {
+	if b.memo == nil {
+		b.memo = &catalogMemo{}
+	}
+	m := b.memo
+	m.once.Do(func() {
+		l := b.Live
+		region := l.Region
+		if region == "" {
+			region = embedded.Region
+		}
+		if l.Types == nil {
+			m.fallback = append(m.fallback, "instance types from the build: "+orUnread(l.TypesError))
+		}
+		if l.OnDemand == nil {
+			m.fallback = append(m.fallback, "on-demand prices from the build ("+embedded.Region+"): "+orUnread(l.OnDemandError))
+		}
+		if l.Types == nil && l.OnDemand == nil {
+			m.cat = embedded
+			return
+		}
+		m.cat, m.skipped = embedded.Live(region, l.Types, l.OnDemand)
+	})
+	return m.cat, m.fallback
+}
+
+func orUnread(why string) string {
+	if why == "" {
+		return "not read yet"
+	}
+	return why
+}
+
+// Tried reports whether this invocation tried to read the Live part (so a
+// fallback is reported once per attempt, not on every tick).
+func (b *Book) Tried() bool { return b.tried }
 
 // Offered reports whether the zone offers the type.
 func (b *Book) Offered(instanceType, zone string) bool {
@@ -58,14 +136,27 @@ func (b *Book) SpotPrice(instanceType, zone string) (float64, bool) {
 	return p, ok
 }
 
-// Source reads the book from the ConfigMap and refreshes it from EC2 when it
-// is older than MaxAge (or missing, or unreadable).
+// Source reads the book from the ConfigMap and refreshes it from EC2 when
+// it is older than MaxAge (or missing, or unreadable), and its Live part
+// when that is older than CatalogMaxAge. Keep one Source per warm
+// container: it remembers the last book it decoded.
 type Source struct {
-	EC2       EC2
-	ConfigMap corev1client.ConfigMapsGetter
-	Namespace string
-	MaxAge    time.Duration
-	Clock     clock.PassiveClock
+	EC2 EC2
+	// PriceList reads on-demand prices; nil where the region has no Price
+	// List API (GovCloud), and the build's prices stand in.
+	PriceList PriceList
+	// Region is the region whose types and prices are read.
+	Region        string
+	ConfigMap     corev1client.ConfigMapsGetter
+	Namespace     string
+	MaxAge        time.Duration
+	CatalogMaxAge time.Duration
+	Clock         clock.PassiveClock
+
+	mu sync.Mutex
+	// last is the book of ConfigMap version lastVersion, decoded once.
+	last        *Book
+	lastVersion string
 }
 
 // Get returns a book no older than MaxAge.
@@ -81,43 +172,149 @@ func (s *Source) Get(ctx context.Context) (*Book, error) {
 	found := err == nil
 	var stale *Book
 	if found {
-		b, derr := decode(cm.BinaryData["book"])
-		if derr == nil && s.Clock.Since(b.UpdatedAt) < maxAge {
-			return b, nil
-		}
-		if derr == nil {
-			stale = b
-		}
+		stale = s.decoded(cm)
 	}
-	b, err := s.Refresh(ctx)
-	if err != nil {
-		if stale != nil {
+	spotDue := stale == nil || s.Clock.Since(stale.UpdatedAt) >= maxAge
+	liveDue := s.liveDue(stale, maxAge)
+	if !spotDue && !liveDue {
+		return stale, nil
+	}
+	next := &Book{}
+	if stale != nil {
+		next.UpdatedAt, next.Zones, next.Spot, next.Live = stale.UpdatedAt, stale.Zones, stale.Spot, stale.Live
+	}
+	if spotDue {
+		b, err := s.Refresh(ctx)
+		switch {
+		case err == nil:
+			next.UpdatedAt, next.Zones, next.Spot = b.UpdatedAt, b.Zones, b.Spot
+		case stale == nil:
+			return nil, err
+		case !liveDue:
 			// Offerings and spot prices move slowly: an older book is
 			// better than no pass at all (a throttled call, an outage).
 			return stale, nil
 		}
-		return nil, err
 	}
-	data, err := encode(b)
+	if liveDue {
+		next.Live = s.readLive(ctx, next.Live)
+	}
+	data, err := encode(next)
 	if err != nil {
 		return nil, err
 	}
 	// Saving is an optimisation: a failed or lost write only costs the next
 	// tick another refresh, so conflicts are not retried.
-	next := &corev1.ConfigMap{
+	want := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: s.Namespace, Labels: map[string]string{"app.kubernetes.io/managed-by": "karpless"}},
 		BinaryData: map[string][]byte{"book": data},
 	}
+	var saved *corev1.ConfigMap
 	if !found {
-		_, _ = s.ConfigMap.ConfigMaps(s.Namespace).Create(ctx, next, metav1.CreateOptions{})
+		saved, err = s.ConfigMap.ConfigMaps(s.Namespace).Create(ctx, want, metav1.CreateOptions{})
 	} else {
-		next.ResourceVersion = cm.ResourceVersion
-		_, _ = s.ConfigMap.ConfigMaps(s.Namespace).Update(ctx, next, metav1.UpdateOptions{})
+		want.ResourceVersion = cm.ResourceVersion
+		saved, err = s.ConfigMap.ConfigMaps(s.Namespace).Update(ctx, want, metav1.UpdateOptions{})
 	}
-	return b, nil
+	if err == nil {
+		s.remember(saved.ResourceVersion, next)
+	}
+	out := *next
+	out.tried = liveDue
+	return &out, nil
 }
 
-// Refresh reads offerings and current spot prices from EC2.
+// decoded is the book in cm, decoded once per version; nil if it does
+// not decode.
+func (s *Source) decoded(cm *corev1.ConfigMap) *Book {
+	s.mu.Lock()
+	if s.last != nil && s.lastVersion == cm.ResourceVersion {
+		defer s.mu.Unlock()
+		return s.last
+	}
+	s.mu.Unlock()
+	b, err := decode(cm.BinaryData["book"])
+	if err != nil {
+		return nil
+	}
+	s.remember(cm.ResourceVersion, b)
+	return b
+}
+
+func (s *Source) remember(version string, b *Book) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keep := *b
+	keep.tried = false
+	s.last, s.lastVersion = &keep, version
+}
+
+// liveDue says whether the Live part should be read: never read for this
+// region, a reading older than CatalogMaxAge, or a failed part whose last
+// attempt is older than retry.
+func (s *Source) liveDue(b *Book, retry time.Duration) bool {
+	if b == nil || b.Live.Region != s.Region {
+		return true
+	}
+	l := b.Live
+	maxAge := s.CatalogMaxAge
+	if maxAge == 0 {
+		maxAge = timing.CatalogMaxAge
+	}
+	old := func(at time.Time) bool { return at.IsZero() || s.Clock.Since(at) >= maxAge }
+	if !old(l.TypesAt) && (s.PriceList == nil || !old(l.OnDemandAt)) {
+		return false
+	}
+	return l.TriedAt.IsZero() || s.Clock.Since(l.TriedAt) >= retry
+}
+
+// readLive reads what is due of the region's types and on-demand prices,
+// the two in parallel. A part that fails keeps prev's reading.
+func (s *Source) readLive(ctx context.Context, prev Live) Live {
+	if prev.Region != s.Region {
+		prev = Live{}
+	}
+	next := prev
+	next.Region, next.TriedAt, next.Traffic = s.Region, s.Clock.Now(), Traffic{}
+	maxAge := s.CatalogMaxAge
+	if maxAge == 0 {
+		maxAge = timing.CatalogMaxAge
+	}
+	due := func(at time.Time) bool { return at.IsZero() || s.Clock.Since(at) >= maxAge }
+	var wg sync.WaitGroup
+	var typesTraffic, pricesTraffic Traffic
+	if due(prev.TypesAt) {
+		wg.Go(func() {
+			facts, tr, err := readTypes(ctx, s.EC2)
+			typesTraffic = tr
+			if err != nil {
+				next.TypesError = err.Error()
+				return
+			}
+			next.Types, next.TypesAt, next.TypesError = facts, s.Clock.Now(), ""
+		})
+	}
+	switch {
+	case s.PriceList == nil:
+		next.OnDemand, next.OnDemandError = nil, "the Price List API does not serve "+s.Region
+	case due(prev.OnDemandAt):
+		wg.Go(func() {
+			prices, tr, err := readOnDemand(ctx, s.PriceList, s.Region)
+			pricesTraffic = tr
+			if err != nil {
+				next.OnDemandError = err.Error()
+				return
+			}
+			next.OnDemand, next.OnDemandAt, next.OnDemandError = prices, s.Clock.Now(), ""
+		})
+	}
+	wg.Wait()
+	next.Traffic = Traffic{Calls: typesTraffic.Calls + pricesTraffic.Calls, Bytes: typesTraffic.Bytes + pricesTraffic.Bytes}
+	return next
+}
+
+// Refresh reads offerings and current spot prices from EC2 (not the Live
+// part).
 func (s *Source) Refresh(ctx context.Context) (*Book, error) {
 	b := &Book{UpdatedAt: s.Clock.Now(), Zones: map[string][]string{}, Spot: map[string]map[string]float64{}}
 	offerings := ec2.NewDescribeInstanceTypeOfferingsPaginator(s.EC2, &ec2.DescribeInstanceTypeOfferingsInput{

@@ -40,6 +40,21 @@ func (f *fakeEC2) DescribeSpotPriceHistory(context.Context, *ec2.DescribeSpotPri
 	}}, nil
 }
 
+func (f *fakeEC2) DescribeInstanceTypes(context.Context, *ec2.DescribeInstanceTypesInput, ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error) {
+	f.calls++
+	return &ec2.DescribeInstanceTypesOutput{InstanceTypes: []ec2types.InstanceTypeInfo{m5large}}, nil
+}
+
+var m5large = ec2types.InstanceTypeInfo{
+	InstanceType:  "m5.large",
+	Hypervisor:    ec2types.InstanceTypeHypervisorNitro,
+	ProcessorInfo: &ec2types.ProcessorInfo{SupportedArchitectures: []ec2types.ArchitectureType{ec2types.ArchitectureTypeX8664}, Manufacturer: aws.String("Intel"), SustainedClockSpeedInGhz: aws.Float64(3.1)},
+	VCpuInfo:      &ec2types.VCpuInfo{DefaultVCpus: aws.Int32(2)},
+	MemoryInfo:    &ec2types.MemoryInfo{SizeInMiB: aws.Int64(8192)},
+	NetworkInfo: &ec2types.NetworkInfo{MaximumNetworkInterfaces: aws.Int32(3), Ipv4AddressesPerInterface: aws.Int32(10), DefaultNetworkCardIndex: aws.Int32(0),
+		NetworkCards: []ec2types.NetworkCardInfo{{NetworkCardIndex: aws.Int32(0), MaximumNetworkInterfaces: aws.Int32(3)}}},
+}
+
 func TestBookIsReadFromEC2OnceAndReused(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))

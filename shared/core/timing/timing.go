@@ -80,6 +80,12 @@ const (
 	// PricingMaxAge is how long a book of spot prices is used before EC2
 	// is asked again.
 	PricingMaxAge = 10 * time.Minute
+	// CatalogMaxAge is how long the region's instance types and on-demand
+	// prices are used before they are read again: they change when AWS
+	// releases a type or reprices, and the reference provider refreshes
+	// on-demand prices every 12 hours. A read that failed is tried again
+	// after PricingMaxAge.
+	CatalogMaxAge = 12 * time.Hour
 	// NodeClassRefresh is how often a class's status is re-resolved:
 	// Karpenter re-reads subnets and security groups every minute and AMIs
 	// within five.

@@ -95,7 +95,9 @@ func NewEnv(emu *emulator.Emulator, kc *kube.Clients, o Options) (*app.Env, erro
 		return nil, err
 	}
 	cluster := eksauth.New(eksauth.ClusterSource{Name: cfg.ClusterName, EKS: eks.NewFromConfig(awsCfg)})
-	return &app.Env{Config: cfg, AWS: clients, Cluster: cluster, Kube: kc, Catalog: cat, Log: o.Log, Clock: o.Clock, Out: o.Out}, nil
+	env := &app.Env{Config: cfg, AWS: clients, Cluster: cluster, Kube: kc, Catalog: cat, Log: o.Log, Clock: o.Clock, Out: o.Out}
+	env.Prices = env.NewPrices()
+	return env, nil
 }
 
 // NewAuthenticatedEnv is NewEnv with Kubernetes clients that authenticate

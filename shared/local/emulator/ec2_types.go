@@ -34,6 +34,7 @@ type xmlInstanceType struct {
 	NetworkInfo                   xmlNetworkInfo          `xml:"networkInfo"`
 	GPUInfo                       *xmlGPUInfo             `xml:"gpuInfo,omitempty"`
 	NeuronInfo                    *xmlNeuronInfo          `xml:"neuronInfo,omitempty"`
+	InferenceAcceleratorInfo      *xmlInferenceInfo       `xml:"inferenceAcceleratorInfo,omitempty"`
 	PlacementGroupStrategies      []string                `xml:"placementGroupInfo>supportedStrategies>item"`
 	HibernationSupported          bool                    `xml:"hibernationSupported"`
 	BurstablePerformanceSupported bool                    `xml:"burstablePerformanceSupported"`
@@ -110,6 +111,18 @@ type xmlGPUInfo struct {
 		} `xml:"memoryInfo"`
 	} `xml:"gpus>item"`
 	TotalGPUMemoryInMiB int64 `xml:"totalGpuMemoryInMiB"`
+}
+
+// xmlInferenceInfo lists non-Neuron accelerators (EC2 writes this list
+// with member elements, not item).
+type xmlInferenceInfo struct {
+	Accelerators []xmlInferenceDevice `xml:"accelerators>member"`
+}
+
+type xmlInferenceDevice struct {
+	Count        int64  `xml:"count"`
+	Name         string `xml:"name"`
+	Manufacturer string `xml:"manufacturer"`
 }
 
 type xmlNeuronInfo struct {
@@ -240,7 +253,8 @@ func instanceTypeInfo(t *catalog.InstanceType) xmlInstanceType {
 			MaximumEFAInterfaces int64 `xml:"maximumEfaInterfaces"`
 		}{q.Value()}
 	}
-	if n, maker := t.GPUs(); n > 0 {
+	// Fractional-GPU types (g6f) publish a GPU with a count of 0.
+	if n, maker := t.GPUs(); n > 0 || label(wellknown.InstanceGPUNameLabel) != "" {
 		mem := atoi(wellknown.InstanceGPUMemoryLabel)
 		g := &xmlGPUInfo{TotalGPUMemoryInMiB: mem * n}
 		g.GPUs = append(g.GPUs, struct {
@@ -253,6 +267,11 @@ func instanceTypeInfo(t *catalog.InstanceType) xmlInstanceType {
 		}{Name: strings.ToUpper(label(wellknown.InstanceGPUNameLabel)), Manufacturer: strings.ToUpper(maker), Count: n})
 		g.GPUs[0].MemoryInfo.SizeInMiB = mem
 		x.GPUInfo = g
+	}
+	if n, maker := t.Accelerators(); n > 0 && maker != "aws" {
+		x.InferenceAcceleratorInfo = &xmlInferenceInfo{Accelerators: []xmlInferenceDevice{{
+			Count: n, Name: strings.ReplaceAll(label(wellknown.InstanceAcceleratorNameLabel), "-", " "), Manufacturer: maker,
+		}}}
 	}
 	if n, maker := t.Accelerators(); n > 0 && maker == "aws" {
 		ni := &xmlNeuronInfo{}
@@ -579,7 +598,7 @@ func (e *Emulator) describeSpotPriceHistory(r *request) (any, *apiError) {
 	return &describeSpotPriceHistoryResponse{Prices: page, NextToken: next}, nil
 }
 
-// OnDemandPrice is the catalog's on-demand price of a type.
+// OnDemandPrice is a type's on-demand price in the emulated region.
 func (e *Emulator) OnDemandPrice(instanceType string) (float64, error) {
 	t, ok := e.cfg.Catalog.Get(instanceType)
 	if !ok {

@@ -63,7 +63,9 @@ type Config struct {
 	// Kube is the cluster instances join as Nodes; nil means none join.
 	// ConnectCluster sets it later.
 	Kube *kube.Clients
-	// Catalog is the instance-type catalog; nil loads the compiled-in one.
+	// Catalog is the instance-type catalog at the region's on-demand
+	// prices; nil means the compiled-in one and NewTypes, priced for the
+	// region (RegionalPrice).
 	Catalog *catalog.Catalog
 	// Zones default to us-west-2a/b/c (usw2-az1/2/3) in the configured region.
 	Zones []Zone
@@ -140,11 +142,13 @@ func (c *Config) defaults() error {
 		c.TokenClock = c.Clock
 	}
 	if c.Catalog == nil {
-		cat, err := catalog.Load()
+		build, err := catalog.Load()
 		if err != nil {
 			return err
 		}
-		c.Catalog = cat
+		if c.Catalog, err = worldCatalog(build, c.Region); err != nil {
+			return err
+		}
 	}
 	if len(c.Zones) == 0 {
 		for i, s := range []string{"a", "b", "c"} {
@@ -476,6 +480,8 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.serveJSON(w, r, "sqs", strings.TrimPrefix(target, "AmazonSQS."), body)
 	case strings.HasPrefix(target, "AmazonSSM."):
 		e.serveJSON(w, r, "ssm", strings.TrimPrefix(target, "AmazonSSM."), body)
+	case strings.HasPrefix(target, "AWSPriceListService."):
+		e.serveJSON(w, r, "pricing", strings.TrimPrefix(target, "AWSPriceListService."), body)
 	case r.URL.Path == authenticatePath:
 		e.serveTokenReview(w, r, body)
 	case strings.HasPrefix(r.URL.Path, AdminPrefix):

@@ -11,13 +11,16 @@ import (
 	"time"
 )
 
-// serveJSON routes the awsJson protocols (SQS 1.0, SSM 1.1).
+// serveJSON routes the awsJson protocols (SQS 1.0, SSM and pricing 1.1).
 func (e *Emulator) serveJSON(w http.ResponseWriter, hr *http.Request, service, action string, body []byte) {
 	out := jsonWriter{contentType: "application/x-amz-json-1.1"}
 	handlers := ssmHandlers
-	if service == "sqs" {
+	switch service {
+	case "sqs":
 		out = jsonWriter{contentType: "application/x-amz-json-1.0", typePrefix: "com.amazonaws.sqs#"}
 		handlers = sqsHandlers
+	case "pricing":
+		handlers = pricingHandlers
 	}
 	params := url.Values{}
 	var top map[string]json.RawMessage

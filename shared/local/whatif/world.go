@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -110,6 +111,13 @@ func New(in Input) (*World, error) {
 	}
 	book := in.Market.Book
 	w.book = book
+	if book != nil {
+		// The provisioner prices with the region's live catalog where the
+		// book holds one; so do the answers.
+		var fallback []string
+		cat, fallback = book.Catalog(cat)
+		w.notes = append(w.notes, catalogNote(book, fallback))
+	}
 	w.classes = map[string]*scheduling.NodeClass{}
 	for _, nc := range in.Cluster.NodeClasses {
 		types, err := w.instanceTypes(cat, nc, book, marks)
@@ -158,7 +166,7 @@ func marketNotes(m Market, now time.Time) []string {
 		out = append(out, "no pricing book (ConfigMap karpless-pricing): on-demand prices are the built-in catalog's, spot prices are estimates (30-45% of on-demand), and every instance type is assumed offered in every zone")
 	default:
 		age := now.Sub(b.UpdatedAt).Round(time.Second)
-		out = append(out, fmt.Sprintf("prices: on-demand from the built-in catalog; spot prices and zone offerings from the pricing book of %s (%s old); types without a spot quote use an estimate",
+		out = append(out, fmt.Sprintf("prices: spot prices and zone offerings from the pricing book of %s (%s old); types without a spot quote use an estimate",
 			b.UpdatedAt.UTC().Format(time.RFC3339), age))
 	}
 	live := 0
@@ -171,6 +179,20 @@ func marketNotes(m Market, now time.Time) []string {
 		out = append(out, fmt.Sprintf("%d offering(s) marked unavailable after recent capacity errors", live))
 	}
 	return out
+}
+
+// catalogNote says where instance types and on-demand prices came from.
+func catalogNote(b *pricing.Book, fallback []string) string {
+	l := b.Live
+	var parts []string
+	if l.Types != nil {
+		parts = append(parts, fmt.Sprintf("%d instance types read from %s at %s", len(l.Types), l.Region, l.TypesAt.UTC().Format(time.RFC3339)))
+	}
+	if l.OnDemand != nil {
+		parts = append(parts, fmt.Sprintf("on-demand prices of %d types from the %s price list at %s", len(l.OnDemand), l.Region, l.OnDemandAt.UTC().Format(time.RFC3339)))
+	}
+	parts = append(parts, fallback...)
+	return "catalog: " + strings.Join(parts, "; ")
 }
 
 func classNotes(nc *awsv1.EC2NodeClass, types int) []string {

@@ -1,0 +1,225 @@
+package pricing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/pricing"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/karpless/karpless/shared/core/catalog"
+)
+
+func equalLists(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || v.Cmp(w) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// fakePriceList answers with m5.large at price, or fails with err.
+type fakePriceList struct {
+	calls   int
+	price   string
+	err     error
+	filters []string
+}
+
+func (f *fakePriceList) GetProducts(_ context.Context, in *pricing.GetProductsInput, _ ...func(*pricing.Options)) (*pricing.GetProductsOutput, error) {
+	f.calls++
+	if f.err != nil {
+		return nil, f.err
+	}
+	f.filters = f.filters[:0]
+	for _, fl := range in.Filters {
+		f.filters = append(f.filters, aws.ToString(fl.Field)+"="+aws.ToString(fl.Value))
+	}
+	return &pricing.GetProductsOutput{PriceList: []string{priceItem("m5.large", f.price), `{"product":{}}`, `not json`}}, nil
+}
+
+func priceItem(name, usd string) string {
+	return fmt.Sprintf(`{"product":{"productFamily":"Compute Instance","attributes":{"instanceType":%q,"operatingSystem":"Linux"}},"terms":{"OnDemand":{"SKU.JRTCKXETXF":{"priceDimensions":{"SKU.JRTCKXETXF.6YS6EN2CT7":{"unit":"Hrs","pricePerUnit":{"USD":%q}}}}}}}`, name, usd)
+}
+
+type failingTypes struct{ *fakeEC2 }
+
+func (failingTypes) DescribeInstanceTypes(context.Context, *ec2.DescribeInstanceTypesInput, ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error) {
+	return nil, errors.New("UnauthorizedOperation: not authorized to perform ec2:DescribeInstanceTypes")
+}
+
+func TestLiveCatalog(t *testing.T) {
+	ctx := context.Background()
+	embedded, err := catalog.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	built, _ := embedded.Get("m5.large")
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	cms := fake.NewClientset().CoreV1()
+	api := &fakeEC2{now: clk.Now()}
+	prices := &fakePriceList{price: "0.1150000000"}
+	src := func(e EC2, p PriceList) *Source {
+		return &Source{EC2: e, PriceList: p, Region: "eu-central-1", ConfigMap: cms, Namespace: "kube-system", Clock: clk}
+	}
+
+	// First read: both parts live.
+	b, err := src(api, prices).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, fallback := b.Catalog(embedded)
+	if len(fallback) != 0 || !b.Tried() {
+		t.Fatalf("fallback %v tried %v", fallback, b.Tried())
+	}
+	got, ok := cat.Get("m5.large")
+	if !ok || got.OnDemandPrice != 0.115 || cat.Len() != 1 || cat.Region != "eu-central-1" {
+		t.Fatalf("live catalog: %d types in %s, m5.large %v", cat.Len(), cat.Region, got)
+	}
+	a1, _ := got.Allocatable(catalog.NodeConfig{})
+	a2, _ := built.Allocatable(catalog.NodeConfig{})
+	if !equalLists(a1, a2) {
+		t.Fatalf("allocatable from the live facts %v, from the build %v", a1, a2)
+	}
+	if want := "regionCode=eu-central-1"; !strings.Contains(strings.Join(prices.filters, ","), want) {
+		t.Fatalf("filters %v lack %s", prices.filters, want)
+	}
+	if b.Live.Traffic.Calls != 3 {
+		t.Fatalf("traffic %+v: want 1 DescribeInstanceTypes + 2 GetProducts", b.Live.Traffic)
+	}
+
+	// Warm and cold ticks inside CatalogMaxAge read neither API again.
+	calls, pcalls := api.calls, prices.calls
+	clk.Step(11 * time.Minute) // spot due, live not
+	b2, err := src(api, prices).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prices.calls != pcalls || b2.Tried() || b2.Live.TypesAt != b.Live.TypesAt {
+		t.Fatalf("live part read again inside its max age (tried %v)", b2.Tried())
+	}
+	if api.calls == calls {
+		t.Fatal("spot part not refreshed")
+	}
+
+	// After CatalogMaxAge both parts fail: the last readings stay.
+	clk.Step(13 * time.Hour)
+	broken := src(failingTypes{api}, &fakePriceList{err: errors.New("AccessDeniedException: pricing:GetProducts")})
+	b3, err := broken.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cat3, fb := b3.Catalog(embedded); len(fb) != 0 || cat3.Len() != 1 {
+		t.Fatalf("a failed refresh dropped the last reading: fallback %v, %d types", fb, cat3.Len())
+	}
+	if b3.Live.TypesError == "" || b3.Live.OnDemandError == "" || !b3.Tried() {
+		t.Fatalf("errors not recorded: %+v", b3.Live)
+	}
+	// The failed parts are retried after PricingMaxAge, not on every tick.
+	clk.Step(time.Minute)
+	quiet := &fakePriceList{err: errors.New("should not be called")}
+	if b4, err := src(failingTypes{api}, quiet).Get(ctx); err != nil || quiet.calls != 0 || b4.Tried() {
+		t.Fatalf("retried after a minute: calls %d err %v", quiet.calls, err)
+	}
+	clk.Step(10 * time.Minute)
+	if _, err := src(api, prices).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b5, _ := src(api, prices).Get(ctx)
+	if b5.Live.TypesError != "" || b5.Live.OnDemandError != "" {
+		t.Fatalf("not recovered: %+v", b5.Live)
+	}
+}
+
+func TestLiveCatalogFallback(t *testing.T) {
+	ctx := context.Background()
+	embedded, _ := catalog.Load()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	for name, tc := range map[string]struct {
+		ec2    EC2
+		prices PriceList
+		region string
+		want   []string
+		types  int
+	}{
+		"types fail": {failingTypes{&fakeEC2{now: clk.Now()}}, &fakePriceList{price: "0.2"}, "eu-central-1",
+			[]string{"instance types from the build: describing instance types: UnauthorizedOperation"}, embedded.Len()},
+		"prices fail": {&fakeEC2{now: clk.Now()}, &fakePriceList{err: errors.New("ThrottlingException: Rate exceeded")}, "eu-central-1",
+			[]string{"on-demand prices from the build (us-east-1): reading on-demand prices (Compute Instance): ThrottlingException"}, 1},
+		"GovCloud": {&fakeEC2{now: clk.Now()}, nil, "us-gov-west-1",
+			[]string{"on-demand prices from the build (us-east-1): the Price List API does not serve us-gov-west-1"}, 1},
+		"no prices in the list": {&fakeEC2{now: clk.Now()}, &fakePriceList{price: "0"}, "eu-central-1",
+			[]string{"on-demand prices from the build (us-east-1): reading on-demand prices: the price list has none for eu-central-1"}, 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			src := &Source{EC2: tc.ec2, PriceList: tc.prices, Region: tc.region, ConfigMap: fake.NewClientset().CoreV1(), Namespace: "kube-system", Clock: clk}
+			b, err := src.Get(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cat, fb := b.Catalog(embedded)
+			if len(fb) != len(tc.want) {
+				t.Fatalf("fallback %q, want %q", fb, tc.want)
+			}
+			for i := range fb {
+				if !strings.HasPrefix(fb[i], tc.want[i]) {
+					t.Fatalf("fallback %q, want prefix %q", fb[i], tc.want[i])
+				}
+			}
+			if cat.Len() != tc.types {
+				t.Fatalf("%d types, want %d", cat.Len(), tc.types)
+			}
+			m5, _ := cat.Get("m5.large")
+			if built, _ := embedded.Get("m5.large"); name != "types fail" && m5.OnDemandPrice != built.OnDemandPrice {
+				t.Fatalf("build price not standing in: %v", m5.OnDemandPrice)
+			}
+		})
+	}
+}
+
+func TestParseProduct(t *testing.T) {
+	for _, tc := range []struct {
+		item, currency string
+		name           string
+		price          float64
+		ok             bool
+	}{
+		{priceItem("m5.large", "0.0960000000"), "USD", "m5.large", 0.096, true},
+		{priceItem("m5.large", "0.0000000000"), "USD", "m5.large", 0, false},
+		{priceItem("m5.large", "0.096"), "CNY", "m5.large", 0, false},
+		{strings.Replace(priceItem("m5.large", "0.096"), `"Hrs"`, `"Quantity"`, 1), "USD", "m5.large", 0, false},
+		{`{"product":{"attributes":{}}}`, "USD", "", 0, false},
+		{`[]`, "USD", "", 0, false},
+		{``, "USD", "", 0, false},
+	} {
+		name, price, ok := parseProduct(tc.item, tc.currency)
+		if ok != tc.ok || (ok && (name != tc.name || price != tc.price)) {
+			t.Errorf("%.60s: %q %v %v, want %q %v %v", tc.item, name, price, ok, tc.name, tc.price, tc.ok)
+		}
+	}
+}
+
+// FuzzParseProduct: any price list entry is parsed or skipped, never a
+// panic, and a parsed price is positive and finite.
+func FuzzParseProduct(f *testing.F) {
+	f.Add(priceItem("m5.large", "0.096"), "USD")
+	f.Add(`{"terms":{"OnDemand":{"x":{"priceDimensions":{"y":{"pricePerUnit":{"USD":"NaN"}}}}}},"product":{"attributes":{"instanceType":"a"}}}`, "USD")
+	f.Fuzz(func(t *testing.T, item, currency string) {
+		_, price, ok := parseProduct(item, currency)
+		if ok && !(price > 0 && price < 1e12) {
+			t.Fatalf("price %v accepted", price)
+		}
+	})
+}

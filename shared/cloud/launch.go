@@ -373,6 +373,8 @@ func (c *Cloud) record(ctx context.Context, nc *karpv1.NodeClaim, inst *instance
 					labels[wellknown.TopologyZoneIDLabel] = s.ZoneID
 				}
 			}
+			// Launched through the class's template, so into its group.
+			maps.Copy(labels, placementLabels(nc, view.nc))
 		}
 	}
 	if it != nil {

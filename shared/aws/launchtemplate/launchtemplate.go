@@ -320,6 +320,7 @@ func Build(req Request) ([]Resolved, error) {
 			LaunchTemplateData: templateData(nc, family, req.Cluster, req.CapacityType, ami, ud, k.efa, tags),
 			TagSpecifications:  []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: ec2Tags(tags)}},
 		}
+		in.LaunchTemplateData.Placement = placement(nc, claim)
 		in.LaunchTemplateName = aws.String(Name(in))
 		out = append(out, Resolved{Input: in, ImageID: ami, InstanceTypes: groups[k], MaxPods: k.maxPods, EFA: k.efa, UserData: ud})
 	}

@@ -10,7 +10,7 @@ import (
 // published controller policy (KarpenterController*Policy in its
 // getting-started CloudFormation template) statement by statement, keep its
 // Sids so the two can be compared, and are tighter where Karpless calls
-// less: no pricing, capacity reservation, placement group or instance
+// less: no pricing, capacity reservation or instance
 // status reads, no zonal-shift read, and each function only gets the
 // groups it calls.
 
@@ -101,6 +101,7 @@ func readStatements(cluster string) []awsiam.PolicyStatement {
 				"ec2:DescribeInstanceTypes",
 				"ec2:DescribeInstances",
 				"ec2:DescribeLaunchTemplates",
+				"ec2:DescribePlacementGroups",
 				"ec2:DescribeSecurityGroups",
 				"ec2:DescribeSpotPriceHistory",
 				"ec2:DescribeSubnets",

@@ -24,7 +24,7 @@ var wantStatements = map[string]string{
 	"AllowRegionalReadActions": `{
 		"Action": ["ec2:DescribeAvailabilityZones", "ec2:DescribeImages", "ec2:DescribeInstanceTypeOfferings",
 			"ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates",
-			"ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets"],
+			"ec2:DescribePlacementGroups", "ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets"],
 		"Condition": {"StringEquals": {"aws:RequestedRegion": {"Ref": "AWS::Region"}}},
 		"Resource": "*"}`,
 	"AllowSSMReadActions": `{
@@ -185,7 +185,7 @@ var wantActions = func() map[string][]string {
 	read := []string{
 		"ec2:DescribeAvailabilityZones", "ec2:DescribeImages", "ec2:DescribeInstanceTypeOfferings",
 		"ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates",
-		"ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",
+		"ec2:DescribePlacementGroups", "ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",
 		"ssm:GetParameter", "iam:GetInstanceProfile", "eks:DescribeCluster",
 	}
 	launch := []string{

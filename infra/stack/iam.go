@@ -10,7 +10,7 @@ import (
 // published controller policy (KarpenterController*Policy in its
 // getting-started CloudFormation template) statement by statement, keep its
 // Sids so the two can be compared, and are tighter where Karpless calls
-// less: no pricing, capacity reservation or instance
+// less: no capacity reservation or instance
 // status reads, no zonal-shift read, and each function only gets the
 // groups it calls.
 
@@ -115,6 +115,12 @@ func readStatements(cluster string) []awsiam.PolicyStatement {
 		statement("AllowInstanceProfileReadActions",
 			[]string{"iam:GetInstanceProfile"},
 			subs(iamIP), nil),
+		// The region's on-demand prices. The Price List API answers from
+		// a few regions only (us-east-1 for most) and has no resource-level
+		// permissions: "*", no region condition, as Karpenter's policy.
+		statement("AllowPricingReadActions",
+			[]string{"pricing:GetProducts"},
+			jsii.Strings("*"), nil),
 		describeClusterStatement(cluster),
 	}
 }

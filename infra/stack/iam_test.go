@@ -33,6 +33,9 @@ var wantStatements = map[string]string{
 	"AllowInstanceProfileReadActions": `{
 		"Action": "iam:GetInstanceProfile",
 		"Resource": {"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:instance-profile/*"}}`,
+	"AllowPricingReadActions": `{
+		"Action": "pricing:GetProducts",
+		"Resource": "*"}`,
 	"AllowAPIServerEndpointDiscovery": `{
 		"Action": "eks:DescribeCluster",
 		"Resource": {"Fn::Sub": "arn:${AWS::Partition}:eks:${AWS::Region}:${AWS::AccountId}:cluster/demo"}}`,
@@ -134,7 +137,7 @@ var wantStatements = map[string]string{
 
 // wantPolicyStatements: which managed policy holds which statements.
 var wantPolicyStatements = map[string][]string{
-	ReadPolicyID: {"AllowRegionalReadActions", "AllowSSMReadActions", "AllowInstanceProfileReadActions", "AllowAPIServerEndpointDiscovery"},
+	ReadPolicyID: {"AllowRegionalReadActions", "AllowSSMReadActions", "AllowInstanceProfileReadActions", "AllowPricingReadActions", "AllowAPIServerEndpointDiscovery"},
 	LaunchPolicyID: {"AllowScopedEC2InstanceAccessActions", "AllowScopedEC2LaunchTemplateAccessActions",
 		"AllowScopedEC2InstanceActionsWithTags", "AllowScopedResourceCreationTagging", "AllowScopedResourceTagging",
 		"AllowScopedDeletion", "AllowPassingInstanceRole"},
@@ -186,7 +189,7 @@ var wantActions = func() map[string][]string {
 		"ec2:DescribeAvailabilityZones", "ec2:DescribeImages", "ec2:DescribeInstanceTypeOfferings",
 		"ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates",
 		"ec2:DescribePlacementGroups", "ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",
-		"ssm:GetParameter", "iam:GetInstanceProfile", "eks:DescribeCluster",
+		"ssm:GetParameter", "iam:GetInstanceProfile", "pricing:GetProducts", "eks:DescribeCluster",
 	}
 	launch := []string{
 		"ec2:CreateFleet", "ec2:RunInstances", "ec2:CreateLaunchTemplate", "ec2:CreateTags",

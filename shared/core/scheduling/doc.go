@@ -49,8 +49,9 @@
 // tolerated (PreferNoSchedule until relaxed); startup taints and the known
 // ephemeral taints of uninitialized nodes are ignored;
 // karpenter.sh/do-not-disrupt is not a scheduling constraint. NodePools that
-// are static (spec.replicas), being deleted, or whose EC2NodeClass is
-// missing or not ready do not launch. minValues is kept across the types
+// are static (spec.replicas: shared/core/static keeps their size, not pods),
+// being deleted, or whose EC2NodeClass is missing or not ready do not launch
+// for pods; a static NodePool's nodes take pods as any node. minValues is kept across the types
 // that still fit (MinValuesStrict) or relaxed (MinValuesBestEffort).
 // NodePool limits count existing and in-flight nodes; each new NodeClaim
 // holds the capacity of its largest remaining type against them, and gives

@@ -12,6 +12,7 @@ import (
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	"github.com/karpless/karpless/shared/aws/nodeclass"
 	"github.com/karpless/karpless/shared/aws/pricing"
+	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/core/cluster"
 	"github.com/karpless/karpless/shared/core/instancetype"
@@ -152,7 +153,9 @@ func (w *World) instanceTypes(cat *catalog.Catalog, nc *awsv1.EC2NodeClass, book
 	if err != nil {
 		return nil, fmt.Errorf("instance types of ec2nodeclass %s: %w", nc.Name, err)
 	}
-	return instancetype.FilterByAMIs(types, nc.Status.AMIs), nil
+	// The class's placement group narrows and labels its types as in a
+	// launch (cloud.Use does the same).
+	return cloud.ForPlacementGroup(instancetype.FilterByAMIs(types, nc.Status.AMIs), nc), nil
 }
 
 // Notes say where the prices came from and what the answers could not

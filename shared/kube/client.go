@@ -1,5 +1,6 @@
 // Package kube is the Kubernetes edge of Karpless: typed clients for core
-// objects (protobuf) and for NodePool, NodeClaim and EC2NodeClass (JSON).
+// objects (protobuf) and for NodePool, NodeClaim, NodeOverlay and
+// EC2NodeClass (JSON).
 package kube
 
 import (
@@ -19,12 +20,13 @@ import (
 
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/apis/karpenter/v1alpha1"
 )
 
 // Scheme knows the core types and the Karpenter types.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, awsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, v1alpha1.AddToScheme, awsv1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("building scheme: %v", err)) // only on a programming error
 		}
@@ -38,6 +40,9 @@ type NodePools = *gentype.ClientWithList[*karpv1.NodePool, *karpv1.NodePoolList]
 // NodeClaims is the typed client of karpenter.sh/v1 NodeClaims.
 type NodeClaims = *gentype.ClientWithList[*karpv1.NodeClaim, *karpv1.NodeClaimList]
 
+// NodeOverlays is the typed client of karpenter.sh/v1alpha1 NodeOverlays.
+type NodeOverlays = *gentype.ClientWithList[*v1alpha1.NodeOverlay, *v1alpha1.NodeOverlayList]
+
 // EC2NodeClasses is the typed client of karpenter.k8s.aws/v1 EC2NodeClasses.
 type EC2NodeClasses = *gentype.ClientWithList[*awsv1.EC2NodeClass, *awsv1.EC2NodeClassList]
 
@@ -47,6 +52,7 @@ type Clients struct {
 	Core           kubernetes.Interface
 	NodePools      NodePools
 	NodeClaims     NodeClaims
+	NodeOverlays   NodeOverlays
 	EC2NodeClasses EC2NodeClasses
 	APIExtensions  apiextensionsclient.Interface
 	Config         *rest.Config
@@ -108,6 +114,10 @@ func NewClients(cfg *rest.Config) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
+	alphaREST, err := restClientFor(cfg, v1alpha1.SchemeGroupVersion, codecs)
+	if err != nil {
+		return nil, err
+	}
 	awsREST, err := restClientFor(cfg, awsv1.SchemeGroupVersion, codecs)
 	if err != nil {
 		return nil, err
@@ -122,6 +132,9 @@ func NewClients(cfg *rest.Config) (*Clients, error) {
 		NodeClaims: gentype.NewClientWithList("nodeclaims", karpREST, params, "",
 			func() *karpv1.NodeClaim { return &karpv1.NodeClaim{} },
 			func() *karpv1.NodeClaimList { return &karpv1.NodeClaimList{} }),
+		NodeOverlays: gentype.NewClientWithList("nodeoverlays", alphaREST, params, "",
+			func() *v1alpha1.NodeOverlay { return &v1alpha1.NodeOverlay{} },
+			func() *v1alpha1.NodeOverlayList { return &v1alpha1.NodeOverlayList{} }),
 		EC2NodeClasses: gentype.NewClientWithList("ec2nodeclasses", awsREST, params, "",
 			func() *awsv1.EC2NodeClass { return &awsv1.EC2NodeClass{} },
 			func() *awsv1.EC2NodeClassList { return &awsv1.EC2NodeClassList{} }),

@@ -13,6 +13,7 @@ import (
 
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/apis/karpenter/v1alpha1"
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
 
@@ -20,11 +21,14 @@ import (
 // copies: only scheduling, disruption and termination fields are kept.
 type Snapshot struct {
 	// Pods are all pods that are not finished (pending and bound).
-	Pods           []*corev1.Pod
-	Nodes          []*corev1.Node
-	NodeClaims     []*karpv1.NodeClaim
-	NodePools      []*karpv1.NodePool
-	NodeClasses    []*awsv1.EC2NodeClass
+	Pods        []*corev1.Pod
+	Nodes       []*corev1.Node
+	NodeClaims  []*karpv1.NodeClaim
+	NodePools   []*karpv1.NodePool
+	NodeClasses []*awsv1.EC2NodeClass
+	// NodeOverlays change the instance types' prices and capacities
+	// before a simulation (core/overlay).
+	NodeOverlays   []*v1alpha1.NodeOverlay
 	DaemonSets     []*appsv1.DaemonSet
 	PDBs           []*policyv1.PodDisruptionBudget
 	PVCs           []*corev1.PersistentVolumeClaim

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/pager"
@@ -67,6 +68,21 @@ func Take(ctx context.Context, c *kube.Clients, clk clock.PassiveClock) (*cluste
 			if err == nil {
 				for i := range l.Items {
 					s.NodeClasses = append(s.NodeClasses, &l.Items[i])
+				}
+			}
+			return 1, err
+		}},
+		{"nodeoverlays", func() (int, error) {
+			l, err := c.NodeOverlays.List(ctx, metav1.ListOptions{})
+			if apierrors.IsNotFound(err) {
+				// The NodeOverlay CRD is not installed (a cluster the
+				// bootstrap has not updated yet): there are no overlays.
+				return 1, nil
+			}
+			if err == nil {
+				for i := range l.Items {
+					l.Items[i].ManagedFields = nil
+					s.NodeOverlays = append(s.NodeOverlays, &l.Items[i])
 				}
 			}
 			return 1, err

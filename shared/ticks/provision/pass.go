@@ -33,6 +33,9 @@ type invocation struct {
 	// the provisioning lease, so a pass that outlives its lease stops before
 	// it provisions the same pods as the new holder.
 	guard lease.Guard
+	// overlays are the NodeOverlays of the last snapshot, applied after
+	// every Use of the invocation.
+	overlays overlays
 }
 
 type passResult struct {
@@ -83,6 +86,8 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 	if err := inv.cloud.Use(ctx, snap.NodeClasses); err != nil {
 		return res, errors.Join(append(errs, err)...)
 	}
+	inv.overlays = overlays{items: snap.NodeOverlays, pools: snap.NodePools}
+	p.recordOverlays(ctx, snap.NodeOverlays, inv.applyOverlays())
 	classes := inv.cloud.InstanceTypes()
 	lr, err := p.reconcileClaims(ctx, inv, snap.NodeClaims, snap.Nodes)
 	res.lifecycle = lr.lifecycle
@@ -198,7 +203,7 @@ func (p *Provisioner) createClaims(ctx context.Context, inv *invocation, pools m
 			errs = append(errs, err)
 			break
 		}
-		claim, err := p.Kube.NodeClaims.Create(ctx, planning.NodeClaimFor(np, nc, n), metav1.CreateOptions{})
+		claim, err := p.Kube.NodeClaims.Create(ctx, annotateOverlays(planning.NodeClaimFor(np, nc, n), n, inv.overlays.applied), metav1.CreateOptions{})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("creating nodeclaim for nodepool %s: %w", np.Name, err))
 			continue

@@ -227,6 +227,7 @@ func (p *Provisioner) advance(ctx context.Context, inv *invocation, sum *Summary
 	if err := inv.cloud.Use(ctx, ncs); err != nil {
 		return err
 	}
+	inv.applyOverlays()
 	r, err := p.reconcileClaims(ctx, inv, moving, ns)
 	sum.add(passResult{lifecycle: r.lifecycle})
 	return err

@@ -28,8 +28,8 @@ type Session struct {
 	inv *invocation
 }
 
-// NewSession reads prices and capacity marks and builds the launchable
-// instance types of nodeClasses.
+// NewSession reads prices, capacity marks and NodeOverlays and builds the
+// launchable instance types of nodeClasses.
 func (p *Provisioner) NewSession(ctx context.Context, nodeClasses []*awsv1.EC2NodeClass) (*Session, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
@@ -42,6 +42,14 @@ func (p *Provisioner) NewSession(ctx context.Context, nodeClasses []*awsv1.EC2No
 	if err := s.inv.cloud.Use(ctx, nodeClasses); err != nil {
 		return nil, err
 	}
+	// Consolidation prices with the overlays too, or it would undo what
+	// they made the provisioner choose.
+	ov, err := p.readOverlays(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.inv.overlays = ov
+	s.inv.applyOverlays()
 	return s, nil
 }
 

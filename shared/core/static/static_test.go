@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/cluster"
@@ -59,7 +60,7 @@ func classes() map[string]*scheduling.NodeClass {
 }
 
 func staticPool(name string, replicas int64, mutate ...func(*karpv1.NodePool)) *karpv1.NodePool {
-	np := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name, UID: "uid-" + "name"}}
+	np := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}}
 	np.Spec.Replicas = &replicas
 	np.Spec.Template.Spec.NodeClassRef = &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"}
 	for _, m := range mutate {

@@ -192,6 +192,37 @@ func (e *Emulator) addRole(name, path string) *iamRole {
 	return r
 }
 
+// AddRole makes an IAM role (path /), as a stack or a person would before
+// an EC2NodeClass names it in spec.role; a role that exists is kept.
+// Roles are strongly consistent: AddRoleToInstanceProfile sees it at once.
+func (e *Emulator) AddRole(name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.addRole(name, "/")
+}
+
+// AddInstanceProfile makes an instance profile holding role (which it
+// makes too, if missing), as a person would for an EC2NodeClass's
+// spec.instanceProfile. EC2 sees the profile only after IAM's propagation
+// delay (Hostility.ProfilePropagationMin..Max), as with one made through
+// the API. It fails if the profile exists.
+func (e *Emulator) AddInstanceProfile(name, path, role string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if path == "" {
+		path = "/"
+	}
+	if _, ok := e.world.profiles[name]; ok {
+		return fmt.Errorf("instance profile %s already exists", name)
+	}
+	e.addRole(role, "/")
+	p := &iamProfile{Name: name, Path: path, ID: "AIPA" + strings.ToUpper(e.hexID("aipa", 17)), account: e.cfg.AccountID,
+		Created: e.now(), Tags: map[string]string{}, Roles: []string{role}}
+	e.propagate(p)
+	e.world.profiles[name] = p
+	return nil
+}
+
 func (e *Emulator) roleID(name string) string {
 	if r, ok := e.world.roles[name]; ok {
 		return r.ID

@@ -211,13 +211,23 @@ func (e *Emulator) nodeFor(i *instance, now time.Time) *corev1.Node {
 		arch = t.Arch
 	}
 	name := i.PrivateDNSName
+	family := familyForCatalog(i.family)
+	win, isWindows := windowsServer[family]
+	nodeOS := "linux"
+	if isWindows {
+		nodeOS = "windows"
+	}
 	labels := map[string]string{}
 	for k, v := range i.boot.Labels {
 		labels[k] = v
 	}
+	if isWindows {
+		// The kubelet of a Windows node labels it with its build.
+		labels[wellknown.WindowsBuildLabel] = win.build
+	}
 	for k, v := range map[string]string{
-		wellknown.HostnameLabel: name, wellknown.ArchLabel: arch, wellknown.OSLabel: "linux",
-		"beta.kubernetes.io/arch": arch, "beta.kubernetes.io/os": "linux",
+		wellknown.HostnameLabel: name, wellknown.ArchLabel: arch, wellknown.OSLabel: nodeOS,
+		"beta.kubernetes.io/arch": arch, "beta.kubernetes.io/os": nodeOS,
 		wellknown.InstanceTypeLabel: i.InstanceType, corev1.LabelInstanceType: i.InstanceType,
 		wellknown.ZoneLabel: i.Zone, wellknown.RegionLabel: e.cfg.Region,
 		corev1.LabelFailureDomainBetaZone: i.Zone, corev1.LabelFailureDomainBetaRegion: e.cfg.Region,
@@ -230,7 +240,7 @@ func (e *Emulator) nodeFor(i *instance, now time.Time) *corev1.Node {
 	taints = append(taints, e.cfg.StartupTaints...)
 	taints = append(taints, notReadyTaint)
 	cfg := catalog.NodeConfig{
-		Family: familyForCatalog(i.family), MaxPods: i.boot.MaxPods,
+		Family: family, MaxPods: i.boot.MaxPods,
 		KubeReserved: i.boot.KubeReserved, SystemReserved: i.boot.SystemReserved, EvictionHard: i.boot.EvictionHard,
 	}
 	if i.lt != nil {
@@ -263,6 +273,9 @@ func (e *Emulator) nodeFor(i *instance, now time.Time) *corev1.Node {
 	case "Bottlerocket":
 		osImage, kernel = "Bottlerocket OS 1.45.0 (aws-k8s-"+e.cfg.KubernetesVersion+")", "6.1.147"
 	}
+	if isWindows {
+		osImage, kernel = win.osImage, win.build+".4946"
+	}
 	ts := metav1.NewTime(now)
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
@@ -294,7 +307,7 @@ func (e *Emulator) nodeFor(i *instance, now time.Time) *corev1.Node {
 				MachineID: e.hexID("machine", 32), SystemUUID: "ec2" + e.hexID("uuid", 29), BootID: e.uuid(),
 				KernelVersion: kernel, OSImage: osImage, ContainerRuntimeVersion: "containerd://1.7.27",
 				KubeletVersion: "v" + e.cfg.KubernetesVersion + ".0-eks-" + e.clusterHash("eks-build", 7), KubeProxyVersion: "",
-				OperatingSystem: "linux", Architecture: arch,
+				OperatingSystem: nodeOS, Architecture: arch,
 			},
 		},
 	}
@@ -308,15 +321,26 @@ func (e *Emulator) clusterHash(kind string, n int) string {
 	return hex.EncodeToString(h[:])[:n]
 }
 
-// familyForCatalog maps an image family to the catalog's AMI family.
+// familyForCatalog maps an image family to the catalog's AMI family; a
+// Windows image names its server release, Windows user data on an image
+// the emulator does not know is taken for 2022.
 func familyForCatalog(f string) string {
 	switch f {
-	case "AL2", "Bottlerocket", "Custom":
+	case "AL2", "Bottlerocket", "Custom", catalog.FamilyWindows2019, catalog.FamilyWindows2022, catalog.FamilyWindows2025:
 		return f
 	case "Windows":
 		return catalog.FamilyWindows2022
 	}
 	return catalog.FamilyAL2023
+}
+
+// windowsServer is what a Windows node reports per server release: the
+// build (node.kubernetes.io/windows-build, which Karpenter's windows
+// aliases require) and the OS image.
+var windowsServer = map[string]struct{ build, osImage string }{
+	catalog.FamilyWindows2019: {"10.0.17763", "Windows Server 2019 Datacenter"},
+	catalog.FamilyWindows2022: {"10.0.20348", "Windows Server 2022 Datacenter"},
+	catalog.FamilyWindows2025: {"10.0.26100", "Windows Server 2025 Datacenter"},
 }
 
 // syncPods is the fake kubelet: pods bound to the emulator's running nodes

@@ -26,6 +26,23 @@ const (
 // eksAMIAccount owns the EKS-optimized and Bottlerocket images in us-west-2.
 const eksAMIAccount = "602401143452"
 
+// windowsAMIAccount owns Amazon's Windows images (alias amazon), the
+// EKS-optimized ones included.
+const windowsAMIAccount = "801119661308"
+
+// windowsServers are the Windows Server releases EKS publishes optimized
+// AMIs of, with the first Kubernetes minor each is published for (Karpenter
+// refuses windows2025 aliases below 1.35), and the image family, spelled as
+// EC2NodeClass spec.amiFamily spells it.
+var windowsServers = []struct {
+	year, family string
+	minMinor     int
+}{
+	{"2019", "Windows2019", 0},
+	{"2022", "Windows2022", 0},
+	{"2025", "Windows2025", 35},
+}
+
 // lastAL2Version is the last Kubernetes minor EKS publishes AL2 AMIs for.
 const lastAL2Version = "1.32"
 
@@ -73,6 +90,8 @@ func (e *Emulator) seed() {
 	}
 	e.publishBottlerocket(CurrentBottlerocketRelease, true)
 	e.world.bottlerocketMinor = minorOf(CurrentBottlerocketRelease)
+	// After the others, so that their image ids stay what they were.
+	e.publishWindowsAMIs(CurrentEKSRelease)
 
 	dlq := e.createQueue(cluster+"-dlq", nil)
 	e.createQueue(cluster, map[string]string{
@@ -147,6 +166,38 @@ func (e *Emulator) publishEKSAMIs(release string, current bool) []*Image {
 	return out
 }
 
+// publishWindowsAMIs registers the EKS-optimized Windows Server images
+// (Core and Full, x86_64 only: EKS publishes no arm64 Windows) of a
+// release for the cluster's version, and points their SSM parameters at
+// them. Windows has no pinned releases: only
+// /aws/service/ami-windows-latest/Windows_Server-<year>-English-<Core|Full>-EKS_Optimized-<k8s>/image_id,
+// the path Karpenter's windows<year>@latest alias reads (Core), exists,
+// and it always names the newest image. Callers hold e.mu.
+func (e *Emulator) publishWindowsAMIs(release string) []*Image {
+	var out []*Image
+	k8s := e.cfg.KubernetesVersion
+	created := releaseDate(release, e.now())
+	for _, w := range windowsServers {
+		if minorOf(k8s) < w.minMinor {
+			continue
+		}
+		for _, edition := range []string{"Core", "Full"} {
+			base := fmt.Sprintf("Windows_Server-%s-English-%s-EKS_Optimized-%s", w.year, edition, k8s)
+			im := e.publicImage(base+"-"+created.Format("2006.01.02"),
+				fmt.Sprintf("Microsoft Windows Server %s %s optimized for EKS and provided by Amazon", w.year, edition),
+				"x86_64", w.family, strings.ToLower(edition), k8s, release, created)
+			im.OwnerID = windowsAMIAccount
+			e.putParam("/aws/service/ami-windows-latest/"+base+"/image_id", im.ID, "aws:ec2:image")
+			out = append(out, im)
+		}
+	}
+	return out
+}
+
+// IsWindows reports whether the image is a Windows one (EC2's platform
+// "windows").
+func (im Image) IsWindows() bool { return strings.HasPrefix(im.Family, "Windows") }
+
 // publishBottlerocket registers Bottlerocket images of a release (x.y.z)
 // and their parameters; current also moves latest. Callers hold e.mu.
 func (e *Emulator) publishBottlerocket(release string, current bool) []*Image {
@@ -180,8 +231,8 @@ func (e *Emulator) publicImage(name, desc, arch, family, variant, k8s, release s
 }
 
 // UpdateAMIs publishes a new EKS AMI release (vYYYYMMDD) for every family
-// and flavour, and the next Bottlerocket minor release, and moves the
-// recommended/latest SSM parameters to them: @latest aliases now resolve
+// and flavour (Windows included), and the next Bottlerocket minor release,
+// and moves the recommended/latest SSM parameters to them: @latest aliases now resolve
 // to new images, which is what AMI drift looks like.
 func (e *Emulator) UpdateAMIs(release string) []Image {
 	e.mu.Lock()
@@ -192,6 +243,9 @@ func (e *Emulator) UpdateAMIs(release string) []Image {
 	}
 	e.world.bottlerocketMinor++
 	for _, im := range e.publishBottlerocket(fmt.Sprintf("1.%d.0", e.world.bottlerocketMinor), true) {
+		out = append(out, *im)
+	}
+	for _, im := range e.publishWindowsAMIs(release) {
 		out = append(out, *im)
 	}
 	e.log.Info("AMIs updated", "release", release, "images", len(out))

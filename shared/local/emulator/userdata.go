@@ -32,7 +32,8 @@ type bootConfig struct {
 
 // parseUserData reads the user data of the EKS AMI families: AL2023's
 // nodeadm NodeConfig (MIME part application/node.eks.aws or bare YAML),
-// AL2's bootstrap.sh --kubelet-extra-args, Bottlerocket's TOML settings.
+// AL2's bootstrap.sh --kubelet-extra-args, Bottlerocket's TOML settings,
+// Windows' Start-EKSBootstrap.ps1 -KubeletExtraArgs.
 // Anything it cannot read yields no labels or taints, like a kubelet
 // started without them.
 func parseUserData(ud, family string) bootConfig {
@@ -44,6 +45,7 @@ func parseUserData(ud, family string) bootConfig {
 		b.readMIME(trimmed)
 	case strings.HasPrefix(trimmed, "<powershell>"):
 		b.Family = "Windows"
+		b.readWindowsBootstrap(trimmed)
 	case family == "Bottlerocket" || strings.Contains(trimmed, "[settings") || strings.HasPrefix(trimmed, "settings.") || strings.Contains(trimmed, "\nsettings."):
 		b.Family = "Bottlerocket"
 		b.readBottlerocket(trimmed)
@@ -204,6 +206,33 @@ func (b *bootConfig) readBootstrapScript(s string) {
 				b.readFlags(shellWords(args[i+1]))
 				i++
 			case args[i] == "--use-max-pods" && i+1 < len(args):
+				i++
+			}
+		}
+	}
+}
+
+// readWindowsBootstrap reads the arguments of the EKS Windows AMI's
+// Start-EKSBootstrap.ps1 as Karpenter calls it:
+//
+//	& $EKSBootstrapScriptFile -EKSClusterName 'c' -APIServerEndpoint 'e' ... -KubeletExtraArgs '--node-labels="..." ...'
+//
+// Karpenter single-quotes each value and escapes nothing inside, so the
+// words are what shellWords reads.
+func (b *bootConfig) readWindowsBootstrap(s string) {
+	for _, line := range strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n") {
+		at := strings.Index(line, "-EKSClusterName")
+		if at < 0 {
+			continue
+		}
+		args := shellWords(line[at:])
+		for i := 0; i+1 < len(args); i++ {
+			switch strings.ToLower(args[i]) {
+			case "-eksclustername":
+				b.ClusterName = args[i+1]
+				i++
+			case "-kubeletextraargs":
+				b.readFlags(shellWords(args[i+1]))
 				i++
 			}
 		}

@@ -63,8 +63,9 @@ func (p Prices) spot(name, zone string, od float64) (float64, bool) {
 // and allocatable under its kubelet settings (cfg), a spot and an on-demand
 // offering in each of its subnets' zones that EC2 offers it in, marked unavailable where the
 // capacity-error cache says so (unavailable may be nil). Types without an
-// on-demand price are skipped; Windows AMI families label nodes
-// kubernetes.io/os=windows. Capacity reservations are not offered here.
+// on-demand price are skipped; for Windows AMI families only amd64 types
+// are built, labelled kubernetes.io/os=windows and with the family's
+// node.kubernetes.io/windows-build. Capacity reservations are not offered here.
 func Build(cat *catalog.Catalog, cfg catalog.NodeConfig, zones []string, prices Prices, unavailable func(capacityType, instanceType, zone string) bool) ([]*scheduling.InstanceType, error) {
 	out := make([]*scheduling.InstanceType, 0, cat.Len())
 	for _, t := range cat.All() {
@@ -79,7 +80,15 @@ func Build(cat *catalog.Catalog, cfg catalog.NodeConfig, zones []string, prices 
 		}
 		labels := t.Labels()
 		if strings.HasPrefix(cfg.Family, "Windows") {
+			// As Karpenter's instance types for a Windows family: only
+			// amd64 types run Windows (it gives the others no OS), and
+			// each carries its family's build, which the Windows AMIs
+			// require (status.amis[].requirements).
+			if labels[wellknown.ArchLabel] != "amd64" {
+				continue
+			}
 			labels[wellknown.OSLabel] = "windows"
+			labels[wellknown.WindowsBuildLabel] = catalog.WindowsBuild(cfg.Family)
 		}
 		it := &scheduling.InstanceType{
 			Name:        t.Name,

@@ -104,9 +104,18 @@ func TestBuildWindows(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, it := range types {
-		if it.Labels[wellknown.OSLabel] != "windows" {
-			t.Fatalf("%s os=%s", it.Name, it.Labels[wellknown.OSLabel])
+		if it.Labels[wellknown.OSLabel] != "windows" || it.Labels[wellknown.WindowsBuildLabel] != "10.0.20348" || it.Labels[wellknown.ArchLabel] != "amd64" {
+			t.Fatalf("%s os=%s build=%s arch=%s", it.Name, it.Labels[wellknown.OSLabel], it.Labels[wellknown.WindowsBuildLabel], it.Labels[wellknown.ArchLabel])
 		}
+	}
+	// The requirements the windows2022 alias's AMI carries keep them all.
+	ami := awsv1.AMI{ID: "ami-w", Requirements: []corev1.NodeSelectorRequirement{
+		{Key: wellknown.OSLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"windows"}},
+		{Key: wellknown.ArchLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}},
+		{Key: wellknown.WindowsBuildLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"10.0.20348"}},
+	}}
+	if len(types) == 0 || len(FilterByAMIs(types, []awsv1.AMI{ami})) != len(types) {
+		t.Errorf("%d Windows types, %d kept by the Windows 2022 AMI", len(types), len(FilterByAMIs(types, []awsv1.AMI{ami})))
 	}
 }
 

@@ -156,7 +156,7 @@ type NodeSummary struct {
 	Offering  Offering `json:"offering"`
 }
 
-func summarizeCommand(c *disruption.Command) *CommandSummary {
+func (w *World) summarizeCommand(c *disruption.Command) *CommandSummary {
 	s := &CommandSummary{
 		Method: string(c.Method), Decision: c.Decision(), Reason: string(c.Reason()), Why: c.Why,
 		PriceBefore: c.PriceBefore, PriceAfter: c.PriceAfter, Savings: c.Savings(),
@@ -172,7 +172,7 @@ func summarizeCommand(c *disruption.Command) *CommandSummary {
 	}
 	sort.Slice(s.Remove, func(i, j int) bool { return s.Remove[i].NodeClaim < s.Remove[j].NodeClaim })
 	for _, r := range c.Replacements {
-		s.Replacements = append(s.Replacements, summarizeClaim(r))
+		s.Replacements = append(s.Replacements, w.summarizeClaim(r))
 	}
 	return s
 }

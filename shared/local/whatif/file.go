@@ -18,6 +18,7 @@ import (
 
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/apis/karpenter/v1alpha1"
 	"github.com/karpless/karpless/shared/core/cluster"
 )
 
@@ -52,6 +53,7 @@ type Objects struct {
 	NodeClaims        []*karpv1.NodeClaim             `json:"nodeClaims"`
 	NodePools         []*karpv1.NodePool              `json:"nodePools"`
 	EC2NodeClasses    []*awsv1.EC2NodeClass           `json:"ec2NodeClasses"`
+	NodeOverlays      []*v1alpha1.NodeOverlay         `json:"nodeOverlays,omitempty"`
 	DaemonSets        []*appsv1.DaemonSet             `json:"daemonSets,omitempty"`
 	PDBs              []*policyv1.PodDisruptionBudget `json:"podDisruptionBudgets,omitempty"`
 	PVCs              []*corev1.PersistentVolumeClaim `json:"persistentVolumeClaims,omitempty"`
@@ -86,6 +88,7 @@ func NewFile(snap *cluster.Snapshot, m Market, takenAt time.Time, source, namesp
 	o.NodeClaims = redactedCopies(snap.NodeClaims)
 	o.NodePools = redactedCopies(snap.NodePools)
 	o.EC2NodeClasses = redactedCopies(snap.NodeClasses)
+	o.NodeOverlays = redactedCopies(snap.NodeOverlays)
 	for _, c := range o.EC2NodeClasses {
 		c.Spec.UserData = nil
 	}
@@ -160,7 +163,7 @@ func (f *File) Snapshot() *cluster.Snapshot {
 	o := f.Objects
 	return &cluster.Snapshot{
 		Pods: o.Pods, Nodes: o.Nodes, NodeClaims: o.NodeClaims, NodePools: o.NodePools, NodeClasses: o.EC2NodeClasses,
-		DaemonSets: o.DaemonSets, PDBs: o.PDBs, PVCs: o.PVCs, PVs: o.PVs, StorageClasses: o.StorageClasses,
+		NodeOverlays: o.NodeOverlays, DaemonSets: o.DaemonSets, PDBs: o.PDBs, PVCs: o.PVCs, PVs: o.PVs, StorageClasses: o.StorageClasses,
 		CSINodes: o.CSINodes, VolumeAttachments: o.VolumeAttachments,
 	}
 }

@@ -172,6 +172,7 @@ func (w *World) ExplainNodeClaim(name string) (*NodeClaimReport, error) {
 		r.Node = node.Name
 	}
 	r.Offering.PricePerHour = scheduledPrice(v.in.Simulation, nc.Name)
+	r.Offering.PriceOverlay = w.overlays.PriceOverlay(r.NodeClass, r.Offering.InstanceType, r.Offering.Zone, r.Offering.CapacityType)
 	for _, t := range []string{karpv1.ConditionTypeLaunched, karpv1.ConditionTypeRegistered, karpv1.ConditionTypeInitialized} {
 		cs := ConditionState{Type: t, Status: "Unknown"}
 		if c := meta.FindStatusCondition(nc.Status.Conditions, t); c != nil {
@@ -312,7 +313,7 @@ func (w *World) choice(nc *karpv1.NodeClaim) Choice {
 		}
 	}
 	c.Zones, c.CapacityTypes = sortedKeys(zones), sortedKeys(cts)
-	c.CheapestNow = launchOffering(&scheduling.NewNodeClaim{Requirements: nc.Spec.Requirements, InstanceTypes: types})
+	c.CheapestNow = w.launchOffering(&scheduling.NewNodeClaim{Requirements: nc.Spec.Requirements, InstanceTypes: types})
 
 	typ, zone, ct := nc.Labels[wellknown.InstanceTypeLabel], nc.Labels[wellknown.ZoneLabel], nc.Labels[wellknown.CapacityTypeLabel]
 	if typ == "" {
@@ -464,7 +465,7 @@ func (w *World) disruptionState(v *disruptionView, nc *karpv1.NodeClaim, node *c
 	if plan.Command != nil {
 		for _, cn := range plan.Command.Candidates {
 			if cn.Name() == nc.Name {
-				s.NextPass = summarizeCommand(plan.Command)
+				s.NextPass = w.summarizeCommand(plan.Command)
 			}
 		}
 	}
@@ -536,7 +537,7 @@ func (w *World) disruptionState(v *disruptionView, nc *karpv1.NodeClaim, node *c
 			mv.Verdict = strings.TrimPrefix(why, "candidate "+nc.Name+": ")
 			return mv
 		}
-		mv.Acts, mv.Command = true, summarizeCommand(cmd)
+		mv.Acts, mv.Command = true, w.summarizeCommand(cmd)
 		mv.Verdict = "would act: " + mv.Command.line()
 		if cmd.Decision() == "replace" || m != disruption.Emptiness {
 			mv.Verdict += fmt.Sprintf(" (%s -> %s)", money(cmd.PriceBefore), money(cmd.PriceAfter))
@@ -614,7 +615,7 @@ func (r *NodeClaimReport) WriteText(w io.Writer) error {
 	if r.Offering.PricePerHour == 0 {
 		price = "price unknown"
 	}
-	p.line("  runs as: %s %s in %s, %s", orNone(r.Offering.InstanceType), r.Offering.CapacityType, orNone(r.Offering.Zone), price)
+	p.line("  runs as: %s %s in %s, %s%s", orNone(r.Offering.InstanceType), r.Offering.CapacityType, orNone(r.Offering.Zone), price, r.Offering.overlaid())
 	var lc []string
 	for _, c := range r.Lifecycle {
 		lc = append(lc, c.Type+"="+c.Status)

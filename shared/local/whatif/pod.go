@@ -165,7 +165,7 @@ func (w *World) ExplainPod(namespace, name string) (*PodReport, error) {
 	r.Placed, r.Relaxed = e.Placed, e.Relaxed
 	switch {
 	case e.NodeClaim != nil:
-		c := summarizeClaim(e.NodeClaim)
+		c := w.summarizeClaim(e.NodeClaim)
 		r.Placement = &Placement{Kind: OnNewClaim, NodePool: c.NodePool, New: &c}
 		r.Outcome = fmt.Sprintf("needs a new NodeClaim of NodePool %s", c.NodePool)
 		if others := len(c.Pods) - 1; others > 0 {

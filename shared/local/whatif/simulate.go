@@ -79,7 +79,7 @@ func (w *World) staticPools() ([]StaticPool, []static.Pool) {
 	for _, sp := range plan {
 		p := StaticPool{NodePool: sp.NodePool.Name, Replicas: sp.Replicas, Active: sp.Count.Active, Create: sp.Create, Line: sp.Why}
 		if sp.Claim != nil && sp.Create > 0 {
-			p.Launch = launchOffering(sp.Claim)
+			p.Launch = w.launchOffering(sp.Claim)
 		}
 		for _, nc := range sp.Delete {
 			p.Delete = append(p.Delete, nc.Name)
@@ -185,7 +185,7 @@ func (w *World) Simulate() *SimulationReport {
 	}
 	sort.Slice(r.Provisioning.Existing, func(i, j int) bool { return r.Provisioning.Existing[i].Node < r.Provisioning.Existing[j].Node })
 	for _, n := range res.NewNodeClaims {
-		c := summarizeClaim(n)
+		c := w.summarizeClaim(n)
 		if c.Launch != nil {
 			r.Provisioning.AddedPerHour += c.Launch.PricePerHour
 		}
@@ -230,7 +230,7 @@ func (w *World) Simulate() *SimulationReport {
 	r.Disruption.Unconsolidatable = notes(plan.Unconsolidatable)
 	r.Cost.AfterDisruption = r.Cost.AfterProvisioning - scaledDown
 	if plan.Command != nil {
-		r.Disruption.Command = summarizeCommand(plan.Command)
+		r.Disruption.Command = w.summarizeCommand(plan.Command)
 		r.Cost.AfterDisruption += plan.Command.PriceAfter - plan.Command.PriceBefore
 	}
 	return r

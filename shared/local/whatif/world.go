@@ -16,6 +16,7 @@ import (
 	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/core/cluster"
 	"github.com/karpless/karpless/shared/core/instancetype"
+	"github.com/karpless/karpless/shared/core/overlay"
 	"github.com/karpless/karpless/shared/core/planning"
 	"github.com/karpless/karpless/shared/core/scheduling"
 )
@@ -81,6 +82,8 @@ type World struct {
 	// notes say where prices came from and what is missing.
 	notes []string
 	book  *pricing.Book
+	// overlays is what the NodeOverlays changed on the instance types.
+	overlays overlay.Result
 }
 
 // New prepares a World. It builds every EC2NodeClass's instance types the
@@ -128,6 +131,7 @@ func New(in Input) (*World, error) {
 		w.classes[nc.Name] = &scheduling.NodeClass{Name: nc.Name, Ready: nodeclass.IsReady(nc) && nc.DeletionTimestamp == nil, InstanceTypes: types}
 		w.notes = append(w.notes, classNotes(nc, len(types))...)
 	}
+	w.applyOverlays()
 	w.pending = planning.PodsToProvision(in.Cluster)
 	w.sim = planning.SimulationInput(in.Cluster, w.pending, w.classes)
 	return w, nil
@@ -219,19 +223,30 @@ type Offering struct {
 	Zone         string  `json:"zone"`
 	CapacityType string  `json:"capacityType"`
 	PricePerHour float64 `json:"pricePerHour"`
+	// PriceOverlay names the NodeOverlay that set the price, if one did.
+	PriceOverlay string `json:"priceOverlay,omitempty"`
 }
 
 func (o Offering) String() string {
-	return fmt.Sprintf("%s %s in %s at %s", o.InstanceType, o.CapacityType, o.Zone, money(o.PricePerHour))
+	return fmt.Sprintf("%s %s in %s at %s%s", o.InstanceType, o.CapacityType, o.Zone, money(o.PricePerHour), o.overlaid())
+}
+
+// overlaid says which NodeOverlay set the price, for people.
+func (o Offering) overlaid() string {
+	if o.PriceOverlay == "" {
+		return ""
+	}
+	return " (price from NodeOverlay " + o.PriceOverlay + ")"
 }
 
 // launchOffering is the offering a new claim would launch as, nil if none.
-func launchOffering(n *scheduling.NewNodeClaim) *Offering {
+func (w *World) launchOffering(n *scheduling.NewNodeClaim) *Offering {
 	it, o := n.CheapestOffering()
 	if it == nil {
 		return nil
 	}
-	return &Offering{InstanceType: it.Name, Zone: o.Zone, CapacityType: o.CapacityType, PricePerHour: o.Price}
+	return &Offering{InstanceType: it.Name, Zone: o.Zone, CapacityType: o.CapacityType, PricePerHour: o.Price,
+		PriceOverlay: w.overlays.PriceOverlay(n.NodeClass, it.Name, o.Zone, o.CapacityType)}
 }
 
 // ClaimSummary is a NodeClaim provisioning or disruption would create.
@@ -247,8 +262,8 @@ type ClaimSummary struct {
 	Launch *Offering `json:"launch,omitempty"`
 }
 
-func summarizeClaim(n *scheduling.NewNodeClaim) ClaimSummary {
-	s := ClaimSummary{NodePool: n.NodePool, NodeClass: n.NodeClass, Launch: launchOffering(n)}
+func (w *World) summarizeClaim(n *scheduling.NewNodeClaim) ClaimSummary {
+	s := ClaimSummary{NodePool: n.NodePool, NodeClass: n.NodeClass, Launch: w.launchOffering(n)}
 	for _, p := range n.Pods {
 		s.Pods = append(s.Pods, p.Namespace+"/"+p.Name)
 	}

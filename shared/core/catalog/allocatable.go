@@ -171,6 +171,9 @@ func (t *InstanceType) Capacity(cfg NodeConfig) corev1.ResourceList {
 	for name, n := range t.extended() {
 		out[name] = *resource.NewQuantity(n, resource.DecimalSI)
 	}
+	if n := t.WindowsPrivateIPv4(cfg.Family); n > 0 {
+		out[wellknown.ResourcePrivateIPv4] = *resource.NewQuantity(n, resource.DecimalSI)
+	}
 	return out
 }
 

@@ -15,3 +15,17 @@ func WindowsBuild(family string) string {
 	}
 	return ""
 }
+
+// WindowsPrivateIPv4 is the vpc.amazonaws.com/PrivateIPv4Address a Windows
+// node of this type offers: EKS's VPC resource controller gives Windows pods
+// a secondary address of the primary interface each, and its admission
+// webhook makes every Windows pod request one. Karpenter counts the
+// interface's addresses less the node's own (privateIPv4Address in
+// pkg/providers/instancetype/types.go); 0 for other families, or when the
+// catalog has no address count for the type.
+func (t *InstanceType) WindowsPrivateIPv4(family string) int64 {
+	if !isWindows(family) || t.ipv4PerInterface <= 1 {
+		return 0
+	}
+	return t.ipv4PerInterface - 1
+}

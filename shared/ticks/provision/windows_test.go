@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -65,7 +66,8 @@ func windowsExample(t *testing.T) (*karpv1.NodePool, *awsv1.EC2NodeClass) {
 // Windows instance (the EKS-optimized 2022 Core image from its SSM path,
 // PowerShell user data, the Windows role's instance profile), whose node
 // registers as a Windows node, and a pod selecting kubernetes.io/os:
-// windows runs there.
+// windows (and requesting a vpc.amazonaws.com/PrivateIPv4Address, as EKS
+// makes Windows pods do) runs there.
 func TestWindowsNodePool(t *testing.T) {
 	w := testworld.New(t, env, "provisioner")
 	ctx := context.Background()
@@ -76,6 +78,11 @@ func TestWindowsNodePool(t *testing.T) {
 	}
 	w.Pods("win", 1, "1", func(p *corev1.Pod) {
 		p.Spec.NodeSelector = map[string]string{wellknown.OSLabel: string(corev1.Windows)}
+		// What EKS's VPC admission webhook adds to every Windows pod.
+		one := resource.MustParse("1")
+		c := &p.Spec.Containers[0]
+		c.Resources.Requests[wellknown.ResourcePrivateIPv4] = one
+		c.Resources.Limits = corev1.ResourceList{wellknown.ResourcePrivateIPv4: one}
 	})
 	w.WaitUnschedulable(1)
 	start := time.Now()

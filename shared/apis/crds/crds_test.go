@@ -1,6 +1,7 @@
 package crds
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -102,6 +103,10 @@ func TestCRDsMatchKarpenterV1(t *testing.T) {
 		fieldPaths(&s, ".spec", &spec)
 		st := root.Properties["status"]
 		fieldPaths(&st, ".status", &status)
+		// Karpless-only status: Karpenter keeps the resolved placement
+		// group in its controller's memory; a Karpless tick starts cold and
+		// reads it from the class (docs/migration.md says so).
+		status = slices.DeleteFunc(status, func(p string) bool { return strings.HasPrefix(p, ".status.placementGroups") })
 		sort.Strings(spec)
 		sort.Strings(status)
 		if len(spec) != w.spec || len(status) != w.status {

@@ -185,6 +185,7 @@ func fullStatuses() (karpv1.NodePoolStatus, karpv1.NodeClaimStatus, awsv1.EC2Nod
 		}},
 		AMIs:            []awsv1.AMI{{ID: "ami-0123", Name: "al2023", Deprecated: true, Requirements: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/arch", Operator: "In", Values: []string{"amd64"}}}}},
 		InstanceProfile: "demo_123",
+		PlacementGroups: []awsv1.PlacementGroup{{ID: "pg-0123", Name: "training", Strategy: "partition", PartitionCount: 3, SpreadLevel: "rack"}},
 		Conditions:      cond,
 	}
 	return np, nc, ec2

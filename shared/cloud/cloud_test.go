@@ -5,12 +5,15 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/karpless/karpless/shared/aws/pricing"
 	"github.com/karpless/karpless/shared/aws/unavailable"
+	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/local/kubetest"
 )
 
@@ -40,5 +43,32 @@ func TestCloseSavesMarksAfterTheDeadline(t *testing.T) {
 	}
 	if !next.Unavailable("spot", "m5.large", "us-west-2a") {
 		t.Fatalf("the mark was lost with the invocation's context (entries %v)", next.Entries())
+	}
+}
+
+// TestFallbackMetric: when the build stands in for part of the region's
+// catalog, every tick says so in a metric, with the number of parts; a
+// tick on the live catalog emits no series at all (CloudWatch bills each).
+func TestFallbackMetric(t *testing.T) {
+	for name, tc := range map[string]struct {
+		fallback []string
+		want     string
+	}{
+		"live":         {nil, ""},
+		"prices":       {[]string{"on-demand prices from the build (us-east-1): throttled"}, `"karpless_catalog_fallback":1`},
+		"types+prices": {[]string{"instance types from the build: denied", "on-demand prices from the build (us-east-1): denied"}, `"karpless_catalog_fallback":2`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := record.NewMetrics("Karpless")
+			c := &Cloud{Deps: Deps{Metrics: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, book: &pricing.Book{}}
+			c.reportFallback(nil, tc.fallback)
+			var out strings.Builder
+			if err := m.Flush(&out, 0); err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == "" && out.Len() > 0 || !strings.Contains(out.String(), tc.want) {
+				t.Fatalf("metrics %q, want %q", out.String(), tc.want)
+			}
+		})
 	}
 }

@@ -49,6 +49,14 @@ func NewCapacityReservationInterruption(id, instanceID string, at time.Time) []b
 		})
 }
 
+// NewCapacityBlockExpiration builds the "Capacity Block Reservation Expiration Warning" EC2 sends 40
+// minutes before the Capacity Block reservationID ends at end.
+func NewCapacityBlockExpiration(id, reservationID string, end, at time.Time) []byte {
+	arn := fmt.Sprintf("arn:aws:ec2:%s:%s:capacity-reservation/%s", SampleRegion, SampleAccount, reservationID)
+	return build(id, SourceEC2, DetailTypeCapacityBlockExpiration, at, []string{arn},
+		CapacityBlockExpirationDetail{CapacityReservationID: reservationID, EndDate: end.UTC().Truncate(time.Second).Format(time.RFC3339)})
+}
+
 // NewScheduledChange builds an "AWS Health Event" for an EC2 scheduled change (eventTypeCode such as
 // AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED) naming instanceIDs, due two weeks after at.
 func NewScheduledChange(id, eventTypeCode string, instanceIDs []string, at time.Time) []byte {

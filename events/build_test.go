@@ -37,6 +37,11 @@ func TestBuildersRoundTrip(t *testing.T) {
 				m.InstanceIDs = []string{"i-0d9c8b7a6f5e4d3c2"}
 				m.Deadline = sec.Add(2 * time.Minute)
 			})},
+		{"capacity block expiration", NewCapacityBlockExpiration("e7", "cr-0a1b2c3d4e5f60718", sec.Add(40*time.Minute), at),
+			with(base(KindCapacityBlockExpiration, "e7", SourceEC2, DetailTypeCapacityBlockExpiration), func(m *Message) {
+				m.CapacityReservationID = "cr-0a1b2c3d4e5f60718"
+				m.Deadline = sec.Add(10 * time.Minute)
+			})},
 		{"scheduled change", NewScheduledChange("e4", "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED", []string{"i-0f1e2d3c4b5a69788", "i-4f9a2c1e", "i-02a4b6c8d0e1f3a5b"}, at),
 			with(base(KindScheduledChange, "e4", SourceHealth, DetailTypeHealth), func(m *Message) {
 				m.InstanceIDs = []string{"i-02a4b6c8d0e1f3a5b", "i-0f1e2d3c4b5a69788", "i-4f9a2c1e"}

@@ -11,6 +11,7 @@ const (
 	DetailTypeRebalanceRecommendation         = "EC2 Instance Rebalance Recommendation"
 	DetailTypeStateChange                     = "EC2 Instance State-change Notification"
 	DetailTypeCapacityReservationInterruption = "EC2 Capacity Reservation Instance Interruption Warning"
+	DetailTypeCapacityBlockExpiration         = "Capacity Block Reservation Expiration Warning"
 	DetailTypeHealth                          = "AWS Health Event"
 	DetailTypeScheduled                       = "Scheduled Event"
 
@@ -55,6 +56,15 @@ type CapacityReservationInterruptionDetail struct {
 	// InstanceTerminationTime is RFC 3339, e.g. 2026-03-01T10:02:00Z.
 	InstanceTerminationTime string `json:"instance-termination-time"`
 	AvailabilityZoneID      string `json:"azId"`
+}
+
+// CapacityBlockExpirationDetail is the detail of an aws.ec2 "Capacity Block Reservation Expiration
+// Warning": EC2 sends it 40 minutes before a Capacity Block ends, and starts terminating the block's
+// instances 10 minutes later. It names the reservation, not its instances.
+type CapacityBlockExpirationDetail struct {
+	CapacityReservationID string `json:"capacity-reservation-id"`
+	// EndDate is RFC 3339, e.g. 2026-03-01T11:30:00Z.
+	EndDate string `json:"end-date"`
 }
 
 // HealthDetail is the detail of an aws.health "AWS Health Event". Only the fields Karpless reads or

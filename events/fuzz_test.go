@@ -50,7 +50,7 @@ func FuzzParse(f *testing.F) {
 			if len(m.InstanceIDs) > MaxAffectedEntities {
 				t.Fatalf("%d instance ids", len(m.InstanceIDs))
 			}
-		case KindScheduled, KindUnknown:
+		case KindScheduled, KindUnknown, KindCapacityBlockExpiration:
 			if len(m.InstanceIDs) != 0 {
 				t.Fatalf("%s with instance ids %q", m.Kind, m.InstanceIDs)
 			}

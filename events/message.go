@@ -11,8 +11,10 @@ const (
 	KindStateChange                     Kind = "StateChange"
 	KindScheduledChange                 Kind = "ScheduledChange" // AWS Health, service EC2, category scheduledChange
 	KindCapacityReservationInterruption Kind = "CapacityReservationInterruption"
-	KindScheduled                       Kind = "Scheduled" // EventBridge scheduler tick
-	KindUnknown                         Kind = "Unknown"
+	// KindCapacityBlockExpiration is a Capacity Block about to end: every instance in it goes.
+	KindCapacityBlockExpiration Kind = "CapacityBlockExpiration"
+	KindScheduled               Kind = "Scheduled" // EventBridge scheduler tick
+	KindUnknown                 Kind = "Unknown"
 )
 
 // Action is what Karpenter v1 does about a message.
@@ -52,7 +54,14 @@ type Message struct {
 	// (the same two minutes if that is missing). Zero for the other kinds.
 	Deadline            time.Time
 	HealthEventTypeCode string // ScheduledChange only
+	// CapacityReservationID is the Capacity Block a CapacityBlockExpiration names (InstanceIDs is
+	// empty: the handler finds the NodeClaims by their karpenter.k8s.aws/capacity-reservation-id).
+	CapacityReservationID string
 }
+
+// CapacityBlockTerminationLead is how long before a Capacity Block's end EC2 starts terminating its
+// instances (its warning comes 10 minutes earlier still, 40 minutes before the end).
+const CapacityBlockTerminationLead = 30 * time.Minute
 
 // spotWarning is how long before reclaiming an instance EC2 sends its spot interruption warning; the
 // event does not repeat it, so the deadline is derived from the event time.
@@ -61,7 +70,7 @@ const spotWarning = 2 * time.Minute
 // Action returns what Karpenter v1 does for the message (aws pkg/controllers/interruption, actionForMessage).
 func (m Message) Action() Action {
 	switch m.Kind {
-	case KindSpotInterruption, KindCapacityReservationInterruption, KindScheduledChange:
+	case KindSpotInterruption, KindCapacityReservationInterruption, KindScheduledChange, KindCapacityBlockExpiration:
 		return CordonAndDrain
 	case KindRebalanceRecommendation:
 		return NoAction
@@ -79,7 +88,7 @@ func (m Message) MessageType() string {
 	switch m.Kind {
 	case KindSpotInterruption:
 		return "spot_interrupted"
-	case KindCapacityReservationInterruption:
+	case KindCapacityReservationInterruption, KindCapacityBlockExpiration:
 		return "capacity_reservation_interrupted"
 	case KindScheduledChange:
 		return "scheduled_change"
@@ -102,7 +111,7 @@ func (m Message) Reason() string {
 	switch m.Kind {
 	case KindSpotInterruption:
 		return "SpotInterrupted"
-	case KindCapacityReservationInterruption:
+	case KindCapacityReservationInterruption, KindCapacityBlockExpiration:
 		return "CapacityReservationInstanceInterrupted"
 	case KindScheduledChange:
 		return "InstanceUnhealthy"

@@ -50,6 +50,7 @@ var kinds = map[[2]string]Kind{
 	{SourceEC2, DetailTypeRebalanceRecommendation}:         KindRebalanceRecommendation,
 	{SourceEC2, DetailTypeStateChange}:                     KindStateChange,
 	{SourceEC2, DetailTypeCapacityReservationInterruption}: KindCapacityReservationInterruption,
+	{SourceEC2, DetailTypeCapacityBlockExpiration}:         KindCapacityBlockExpiration,
 	{SourceHealth, DetailTypeHealth}:                       KindScheduledChange,
 	{SourceEvents, DetailTypeScheduled}:                    KindScheduled,
 }
@@ -61,6 +62,7 @@ var nouns = map[Kind]string{
 	KindStateChange:                     "state change",
 	KindScheduledChange:                 "health event",
 	KindCapacityReservationInterruption: "capacity reservation interruption",
+	KindCapacityBlockExpiration:         "capacity block expiration",
 	KindScheduled:                       "scheduled event",
 }
 
@@ -127,6 +129,8 @@ func Parse(body []byte) (Message, error) {
 		err = parseCapacityReservationInterruption(&m, env.Detail)
 	case KindScheduledChange:
 		err = parseHealth(&m, env.Detail)
+	case KindCapacityBlockExpiration:
+		err = parseCapacityBlockExpiration(&m, env.Detail)
 	}
 	if err != nil {
 		return Message{}, err
@@ -218,6 +222,27 @@ func parseCapacityReservationInterruption(m *Message, raw json.RawMessage) error
 	m.Deadline = m.Time.Add(spotWarning)
 	if t, err := time.Parse(time.RFC3339, d.InstanceTerminationTime); err == nil {
 		m.Deadline = t.UTC()
+	}
+	return nil
+}
+
+var capacityReservationIDPattern = regexp.MustCompile(`^cr-[0-9a-z]+$`)
+
+func parseCapacityBlockExpiration(m *Message, raw json.RawMessage) error {
+	noun := nouns[m.Kind]
+	var d CapacityBlockExpirationDetail
+	if err := decodeDetail(noun, raw, &d); err != nil {
+		return err
+	}
+	if !capacityReservationIDPattern.MatchString(d.CapacityReservationID) {
+		return malformed("%s: capacity reservation id %q is not one", noun, d.CapacityReservationID)
+	}
+	m.CapacityReservationID = d.CapacityReservationID
+	// EC2 terminates the block's instances from 30 minutes before its end; without an end date the
+	// warning's own 10 minutes are what is left.
+	m.Deadline = m.Time.Add(10 * time.Minute)
+	if t, err := time.Parse(time.RFC3339, d.EndDate); err == nil {
+		m.Deadline = t.UTC().Add(-CapacityBlockTerminationLead)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
@@ -59,18 +60,22 @@ func TestLiveReadThroughTheEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	start := time.Now()
 	facts, typesTraffic, err := readTypes(ctx, ec2.NewFromConfig(cfg))
+	typesTook := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
 	}
 	typeBytes := rt.bytes.Swap(0)
+	start = time.Now()
 	prices, priceTraffic, err := readOnDemand(ctx, pricing.NewFromConfig(cfg), "eu-central-1")
+	pricesTook := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
 	}
 	priceBytes := rt.bytes.Load()
-	t.Logf("one refresh: DescribeInstanceTypes %d pages, %d KiB; GetProducts %d pages, %d KiB (price documents %d KiB)",
-		typesTraffic.Calls, typeBytes>>10, priceTraffic.Calls, priceBytes>>10, priceTraffic.Bytes>>10)
+	t.Logf("one refresh: DescribeInstanceTypes %d pages, %d KiB, %s; GetProducts %d pages, %d KiB (price documents %d KiB), %s",
+		typesTraffic.Calls, typeBytes>>10, typesTook.Round(time.Millisecond), priceTraffic.Calls, priceBytes>>10, priceTraffic.Bytes>>10, pricesTook.Round(time.Millisecond))
 
 	// The book keeps both in its ConfigMap, which holds 1 MiB at most.
 	data, err := encode(&Book{Live: Live{Region: "eu-central-1", Types: facts, OnDemand: prices}})

@@ -12,7 +12,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/karpless/karpless/shared/core/catalog"
@@ -222,4 +226,30 @@ func FuzzParseProduct(f *testing.F) {
 			t.Fatalf("price %v accepted", price)
 		}
 	})
+}
+
+// TestUnsavedBookIsReused: where the book cannot be saved (the ConfigMap
+// was deleted and the functions may not create it), a warm container
+// reads AWS once per max age, not on every tick.
+func TestUnsavedBookIsReused(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	cs := fake.NewClientset()
+	cs.PrependReactor("create", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, ConfigMapName, errors.New("RBAC"))
+	})
+	api, prices := &fakeEC2{now: clk.Now()}, &fakePriceList{price: "0.1"}
+	src := &Source{EC2: api, PriceList: prices, Region: "eu-central-1", ConfigMap: cs.CoreV1(), Namespace: "kube-system", Clock: clk}
+	if _, err := src.Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	calls, pcalls := api.calls, prices.calls
+	clk.Step(time.Minute)
+	b, err := src.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if api.calls != calls || prices.calls != pcalls || b.Live.OnDemand["m5.large"] != 0.1 {
+		t.Fatalf("read AWS again a minute later: %d -> %d EC2 calls, %d -> %d price calls", calls, api.calls, pcalls, prices.calls)
+	}
 }

@@ -154,7 +154,8 @@ type Source struct {
 	Clock         clock.PassiveClock
 
 	mu sync.Mutex
-	// last is the book of ConfigMap version lastVersion, decoded once.
+	// last is the book of ConfigMap version lastVersion, decoded once
+	// (version "": read here, not saved).
 	last        *Book
 	lastVersion string
 }
@@ -173,6 +174,10 @@ func (s *Source) Get(ctx context.Context) (*Book, error) {
 	var stale *Book
 	if found {
 		stale = s.decoded(cm)
+	} else {
+		// Without the ConfigMap (deleted; the functions may not create
+		// it), a warm container still reuses what it read last.
+		stale = s.unsaved()
 	}
 	spotDue := stale == nil || s.Clock.Since(stale.UpdatedAt) >= maxAge
 	liveDue := s.liveDue(stale, maxAge)
@@ -218,6 +223,8 @@ func (s *Source) Get(ctx context.Context) (*Book, error) {
 	}
 	if err == nil {
 		s.remember(saved.ResourceVersion, next)
+	} else {
+		s.remember("", next)
 	}
 	out := *next
 	out.tried = liveDue
@@ -239,6 +246,16 @@ func (s *Source) decoded(cm *corev1.ConfigMap) *Book {
 	}
 	s.remember(cm.ResourceVersion, b)
 	return b
+}
+
+// unsaved is the book this container read but could not save, if any.
+func (s *Source) unsaved() *Book {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastVersion == "" {
+		return s.last
+	}
+	return nil
 }
 
 func (s *Source) remember(version string, b *Book) {

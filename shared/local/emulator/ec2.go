@@ -91,11 +91,13 @@ type xmlInstance struct {
 		ARN string `xml:"arn"`
 		ID  string `xml:"id"`
 	} `xml:"iamInstanceProfile,omitempty"`
-	EBSOptimized    bool   `xml:"ebsOptimized"`
-	ENASupport      bool   `xml:"enaSupport"`
-	Platform        string `xml:"platform,omitempty"`
-	PlatformDetails string `xml:"platformDetails"`
-	UsageOperation  string `xml:"usageOperation"`
+	EBSOptimized                     bool                        `xml:"ebsOptimized"`
+	ENASupport                       bool                        `xml:"enaSupport"`
+	Platform                         string                      `xml:"platform,omitempty"`
+	PlatformDetails                  string                      `xml:"platformDetails"`
+	UsageOperation                   string                      `xml:"usageOperation"`
+	CapacityReservationID            string                      `xml:"capacityReservationId,omitempty"`
+	CapacityReservationSpecification *xmlCapacityReservationSpec `xml:"capacityReservationSpecification,omitempty"`
 }
 
 // platformOf is what EC2 reports of an image family: platform "windows"
@@ -123,6 +125,10 @@ func (e *Emulator) xmlInstance(i *instance) xmlInstance {
 		x.RootDeviceName = "/dev/sda1"
 	}
 	x.Placement.GroupName, x.Placement.GroupID, x.Placement.PartitionNumber = e.placementXML(i.ID)
+	x.CapacityReservationID, x.CapacityReservationSpecification = e.reservationXML(i.ID)
+	if i.capacityBlock {
+		x.InstanceLifecycle = marketBlock
+	}
 	if i.State == StateTerminated || i.State == StateShuttingDown {
 		x.PrivateDNSName, x.PrivateIPAddress = "", ""
 		if i.State == StateTerminated {

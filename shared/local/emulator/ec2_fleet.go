@@ -92,6 +92,11 @@ type pool struct {
 	rolled map[string]bool
 	// placement is the placement group the launch asks for (ec2_placement.go).
 	placement placementRequest
+	// reservation is the capacity reservation the launch asks for
+	// (ec2_reservations.go); blockFleet marks a fleet whose
+	// DefaultTargetCapacityType is capacity-block.
+	reservation reservationRequest
+	blockFleet  bool
 }
 
 // createFleet emulates CreateFleet of type instant.
@@ -105,9 +110,14 @@ func (e *Emulator) createFleet(r *request) (any, *apiError) {
 		return nil, errorf(400, "InvalidTargetCapacitySpecification", "TotalTargetCapacity must be a positive integer")
 	}
 	defType := p.Get("TargetCapacitySpecification.DefaultTargetCapacityType")
+	// A Capacity Block fleet launches on-demand instances into the blocks
+	// its launch templates target; DescribeFleets echoes the type asked for.
+	askedType, blockFleet := defType, defType == marketBlock
 	switch defType {
 	case CapacityTypeSpot, CapacityTypeOnDemand:
-	case "capacity-block", "reserved-capacity":
+	case marketBlock:
+		defType = CapacityTypeOnDemand
+	case "reserved-capacity":
 		return nil, errorf(400, "InvalidParameterValue", "DefaultTargetCapacityType %s is not emulated", defType)
 	default:
 		return nil, errorf(400, "MissingParameter", "The request must contain the parameter DefaultTargetCapacityType")
@@ -159,7 +169,8 @@ func (e *Emulator) createFleet(r *request) (any, *apiError) {
 				}
 				return p.Get(o + "." + k)
 			}
-			pl := &pool{index: len(pools), lt: lt, spec: spec, failed: map[string]bool{}, profile: lt.InstanceProfile, fleet: true, rolled: map[string]bool{}}
+			pl := &pool{index: len(pools), lt: lt, spec: spec, failed: map[string]bool{}, profile: lt.InstanceProfile, fleet: true, rolled: map[string]bool{},
+				reservation: reservationParams(nil, "", lt), blockFleet: blockFleet}
 			pl.echo = xmlFleetOverrides{
 				InstanceType: get("InstanceType"), MaxPrice: get("MaxPrice"), SubnetID: get("SubnetId"),
 				AvailabilityZone: get("AvailabilityZone"), WeightedCapacity: get("WeightedCapacity"),
@@ -255,6 +266,7 @@ func (e *Emulator) createFleet(r *request) (any, *apiError) {
 					tags: specs["instance"], volumeTags: specs["volume"], now: now,
 				})
 				e.place(inst, pl.placement)
+				e.reserve(inst, pl.reservation, now)
 				key := [2]string{strconv.Itoa(pl.index), ct}
 				fi := launched[key]
 				if fi == nil {
@@ -272,7 +284,7 @@ func (e *Emulator) createFleet(r *request) (any, *apiError) {
 	}
 	e.world.fleets[resp.FleetID] = &fleet{
 		id: resp.FleetID, tags: cloneTags(specs["fleet"]), clientToken: token, created: now,
-		target:  xmlTargetCapacity{TotalTargetCapacity: total, OnDemandTargetCapacity: od, SpotTargetCapacity: sp, DefaultTargetCapacityType: defType},
+		target:  xmlTargetCapacity{TotalTargetCapacity: total, OnDemandTargetCapacity: od, SpotTargetCapacity: sp, DefaultTargetCapacityType: askedType},
 		configs: echoed, instances: resp.Instances, errors: resp.Errors,
 		visibleAt: now.Add(e.hostile.upTo(e.hostile.FleetLagMax)),
 	}
@@ -428,6 +440,9 @@ func (e *Emulator) poolError(pl *pool, ct string, now time.Time) (code, msg stri
 		return code, msg
 	}
 	if code, msg := e.placementError(pl); code != "" {
+		return code, msg
+	}
+	if code, msg := e.reservationError(pl, ct, now); code != "" {
 		return code, msg
 	}
 	if ct == CapacityTypeSpot {
@@ -720,6 +735,7 @@ func (e *Emulator) runInstances(r *request) (any, *apiError) {
 	}
 	pl.profile = firstNonEmpty(p.Get("IamInstanceProfile.Arn"), p.Get("IamInstanceProfile.Name"), pl.lt.InstanceProfile)
 	pl.placement = placementParams(p, "", lt)
+	pl.reservation = reservationParams(p, "", lt)
 	n := 0
 	var code, msg string
 	for n < maxCount {
@@ -753,6 +769,7 @@ func (e *Emulator) runInstances(r *request) (any, *apiError) {
 			userData: userData, instanceProfile: firstNonEmpty(p.Get("IamInstanceProfile.Arn"), p.Get("IamInstanceProfile.Name")), now: now,
 		})
 		e.place(inst, pl.placement)
+		e.reserve(inst, pl.reservation, now)
 		x := e.xmlInstance(inst)
 		x.AMILaunchIndex = k
 		resp.Instances = append(resp.Instances, x)

@@ -45,6 +45,12 @@ type Hostility struct {
 	// absent from lists) and to launches naming it, for a random
 	// 0..PlacementGroupLagMax.
 	PlacementGroupLagMax time.Duration
+	// CapacityReservationLagMax: a reservation made by
+	// AddCapacityReservation is unknown to DescribeCapacityReservations and
+	// to launches for 0..max, and a reservation's availableInstanceCount
+	// counts a launched instance only 0..max after the launch and releases
+	// a terminated one 0..max after it terminated (drawn per instance).
+	CapacityReservationLagMax time.Duration
 	// FleetLagMax: DescribeFleets does not know a new fleet
 	// (InvalidFleetId.NotFound) for a random 0..FleetLagMax.
 	FleetLagMax time.Duration
@@ -91,19 +97,20 @@ type Hostility struct {
 // behaves on an ordinary day.
 func DefaultHostility() Hostility {
 	return Hostility{
-		DescribeLagMax:        8 * time.Second,
-		TerminatedStaleMax:    5 * time.Second,
-		TagLagMax:             3 * time.Second,
-		LaunchTemplateLagMax:  3 * time.Second,
-		PlacementGroupLagMax:  3 * time.Second,
-		FleetLagMax:           5 * time.Second,
-		ProfilePropagationMin: 5 * time.Second,
-		ProfilePropagationMax: 20 * time.Second,
-		NoSpotMarketFraction:  0.05,
-		FleetErrorRate:        0.03,
-		ThrottleRate:          0.01,
-		ServerErrorRate:       0.003,
-		LostAnswerRate:        0.003,
+		DescribeLagMax:            8 * time.Second,
+		TerminatedStaleMax:        5 * time.Second,
+		TagLagMax:                 3 * time.Second,
+		LaunchTemplateLagMax:      3 * time.Second,
+		PlacementGroupLagMax:      3 * time.Second,
+		CapacityReservationLagMax: 5 * time.Second,
+		FleetLagMax:               5 * time.Second,
+		ProfilePropagationMin:     5 * time.Second,
+		ProfilePropagationMax:     20 * time.Second,
+		NoSpotMarketFraction:      0.05,
+		FleetErrorRate:            0.03,
+		ThrottleRate:              0.01,
+		ServerErrorRate:           0.003,
+		LostAnswerRate:            0.003,
 	}
 }
 
@@ -115,19 +122,20 @@ func NoHostility() Hostility { return Hostility{} }
 // Hostile event names, the keys of HostileEvents (fleet errors are
 // "fleet-error:<code>").
 const (
-	EventThrottle           = "throttle"
-	EventServerError        = "server-error"
-	EventLostAnswer         = "lost-answer"
-	EventDescribeLag        = "describe-lag"
-	EventTerminatedStale    = "terminated-stale"
-	EventTagLag             = "tag-lag"
-	EventLaunchTemplateLag  = "launch-template-lag"
-	EventFleetLag           = "fleet-lag"
-	EventPlacementGroupLag  = "placement-group-lag"
-	EventProfilePropagation = "profile-propagation"
-	EventNoSpotMarket       = "no-spot-market"
-	EventNoSpotSLR          = "no-spot-service-linked-role"
-	eventFleetErrorPrefix   = "fleet-error:"
+	EventThrottle               = "throttle"
+	EventServerError            = "server-error"
+	EventLostAnswer             = "lost-answer"
+	EventDescribeLag            = "describe-lag"
+	EventTerminatedStale        = "terminated-stale"
+	EventTagLag                 = "tag-lag"
+	EventLaunchTemplateLag      = "launch-template-lag"
+	EventFleetLag               = "fleet-lag"
+	EventPlacementGroupLag      = "placement-group-lag"
+	EventCapacityReservationLag = "capacity-reservation-lag"
+	EventProfilePropagation     = "profile-propagation"
+	EventNoSpotMarket           = "no-spot-market"
+	EventNoSpotSLR              = "no-spot-service-linked-role"
+	eventFleetErrorPrefix       = "fleet-error:"
 )
 
 // hostileServices are the services random throttles and server errors hit.

@@ -60,7 +60,7 @@ func visible(t *testing.T, c *ec2.Client, ids []string) map[string]bool {
 func TestHostilityConfig(t *testing.T) {
 	want := Hostility{
 		DescribeLagMax: 8 * time.Second, TerminatedStaleMax: 5 * time.Second, TagLagMax: 3 * time.Second,
-		LaunchTemplateLagMax: 3 * time.Second, PlacementGroupLagMax: 3 * time.Second, FleetLagMax: 5 * time.Second,
+		LaunchTemplateLagMax: 3 * time.Second, PlacementGroupLagMax: 3 * time.Second, CapacityReservationLagMax: 5 * time.Second, FleetLagMax: 5 * time.Second,
 		ProfilePropagationMin: 5 * time.Second, ProfilePropagationMax: 20 * time.Second,
 		NoSpotMarketFraction: 0.05, NoSpotServiceLinkedRole: false,
 		FleetErrorRate: 0.03, ThrottleRate: 0.01, ServerErrorRate: 0.003, LostAnswerRate: 0.003,

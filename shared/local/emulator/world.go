@@ -101,6 +101,9 @@ type instance struct {
 	nodeAt     time.Time // when the Node was registered
 	impaired   bool
 	podCounter uint32
+	// capacityBlock marks an instance launched into a Capacity Block
+	// (instanceLifecycle capacity-block).
+	capacityBlock bool
 	// visibleAt is when Describe* first shows the instance (DescribeLag
 	// plus a random part of Hostility.DescribeLagMax, chosen at launch).
 	visibleAt time.Time
@@ -250,6 +253,9 @@ type world struct {
 	tagViews map[string]*tagView
 	// placement is the placement groups and who is in them (ec2_placement.go).
 	placement *placementWorld
+	// reservations are the capacity reservations and who is in them
+	// (ec2_reservations.go).
+	reservations *reservationWorld
 	// release counters for UpdateAMIs
 	bottlerocketMinor int
 	podIP             uint32
@@ -511,6 +517,7 @@ func (e *Emulator) setState(i *instance, state, reason string, now time.Time) {
 
 // advance applies the transitions due at now; callers hold e.mu.
 func (e *Emulator) advance(now time.Time) {
+	e.advanceReservations(now)
 	for _, i := range e.world.instances {
 		switch i.State {
 		case StatePending:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ type fakeEC2 struct {
 	images  []ec2types.Image
 	owners  map[string]string // image id -> "self" | "amazon" | account
 	pgs     []ec2types.PlacementGroup
+	crs     []ec2types.CapacityReservation
 	// pgErr, when set, answers DescribePlacementGroups alone.
 	pgErr error
 	err   error
@@ -467,4 +469,48 @@ func (f *fakeEC2) DescribePlacementGroups(_ context.Context, in *ec2.DescribePla
 		}
 	}
 	return out, nil
+}
+
+// DescribeCapacityReservations answers as EC2 does: an id it does not have
+// is InvalidCapacityReservationId.NotFound; filters state, owner-id,
+// instance-match-criteria and tags; one reservation per page.
+func (f *fakeEC2) DescribeCapacityReservations(_ context.Context, in *ec2.DescribeCapacityReservationsInput, _ ...func(*ec2.Options)) (*ec2.DescribeCapacityReservationsOutput, error) {
+	f.count("DescribeCapacityReservations")
+	if f.err != nil {
+		return nil, f.err
+	}
+	for _, id := range in.CapacityReservationIds {
+		found := false
+		for _, r := range f.crs {
+			found = found || aws.ToString(r.CapacityReservationId) == id
+		}
+		if !found {
+			return nil, apiErr("InvalidCapacityReservationId.NotFound")
+		}
+	}
+	var matched []ec2types.CapacityReservation
+	for _, r := range f.crs {
+		if len(in.CapacityReservationIds) > 0 && !slices.Contains(in.CapacityReservationIds, aws.ToString(r.CapacityReservationId)) {
+			continue
+		}
+		tags := tagsOf(r.Tags)
+		if matchFilters(in.Filters, func(n string) []string {
+			switch n {
+			case "state":
+				return []string{string(r.State)}
+			case "owner-id":
+				return []string{aws.ToString(r.OwnerId)}
+			case "instance-match-criteria":
+				return []string{string(r.InstanceMatchCriteria)}
+			}
+			if v, ok := tagAttr(tags, n); ok {
+				return v
+			}
+			panic("unsupported capacity reservation filter " + n)
+		}) {
+			matched = append(matched, r)
+		}
+	}
+	items, next := page(matched, in.NextToken)
+	return &ec2.DescribeCapacityReservationsOutput{CapacityReservations: items, NextToken: next}, nil
 }

@@ -1,5 +1,5 @@
 // Package nodeclass resolves an EC2NodeClass against AWS (subnets, security
-// groups, AMIs, instance profile, placement group) into the status and
+// groups, AMIs, instance profile, placement group, capacity reservations) into the status and
 // conditions the tick writes back.
 package nodeclass
 
@@ -29,6 +29,7 @@ type EC2API interface {
 	DescribeSecurityGroups(ctx context.Context, params *ec2.DescribeSecurityGroupsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeSecurityGroupsOutput, error)
 	DescribeImages(ctx context.Context, params *ec2.DescribeImagesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error)
 	DescribePlacementGroups(ctx context.Context, params *ec2.DescribePlacementGroupsInput, optFns ...func(*ec2.Options)) (*ec2.DescribePlacementGroupsOutput, error)
+	DescribeCapacityReservations(ctx context.Context, params *ec2.DescribeCapacityReservationsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeCapacityReservationsOutput, error)
 }
 
 // SSMAPI is the part of the SSM client the resolver uses.
@@ -100,6 +101,9 @@ var partConditions = []string{
 	awsv1.ConditionTypeInstanceProfileReady,
 	awsv1.ConditionTypeValidationSucceeded,
 	awsv1.ConditionTypePlacementGroupReady,
+	// Karpenter v1.14.1 adds it with its ReservedCapacity feature gate,
+	// which is on by default; Karpless has no gate and always resolves.
+	awsv1.ConditionTypeCapacityReservationsReady,
 }
 
 // outcome is the result of resolving one part of the status.
@@ -128,9 +132,10 @@ func failed(what string, err error) outcome {
 }
 
 // Resolve computes the whole status of nc: the resolved subnets, security
-// groups, AMIs and instance profile, and the conditions SubnetsReady,
-// SecurityGroupsReady, AMIsReady, InstanceProfileReady, ValidationSucceeded,
-// PlacementGroupReady and Ready (all of them true), each with ObservedGeneration = the class's
+// groups, AMIs, instance profile, placement group and capacity
+// reservations, and the conditions SubnetsReady, SecurityGroupsReady,
+// AMIsReady, InstanceProfileReady, ValidationSucceeded, PlacementGroupReady,
+// CapacityReservationsReady and Ready (all of them true), each with ObservedGeneration = the class's
 // generation and a message naming what to fix.
 //
 // The returned status is always fit to write back. A non-nil error reports
@@ -142,8 +147,7 @@ func failed(what string, err error) outcome {
 func (r *Resolver) Resolve(ctx context.Context, nc *awsv1.EC2NodeClass, cluster eksauth.ClusterInfo) (awsv1.EC2NodeClassStatus, error) {
 	prev := nc.Status
 	st := awsv1.EC2NodeClassStatus{
-		Conditions:           append([]metav1.Condition(nil), prev.Conditions...),
-		CapacityReservations: prev.CapacityReservations,
+		Conditions: append([]metav1.Condition(nil), prev.Conditions...),
 	}
 	now := r.now()
 	var errs []error
@@ -188,6 +192,12 @@ func (r *Resolver) Resolve(ctx context.Context, nc *awsv1.EC2NodeClass, cluster 
 	set(awsv1.ConditionTypePlacementGroupReady, o, func() { st.PlacementGroups = pgs })
 	if o.keep {
 		st.PlacementGroups = prev.PlacementGroups
+	}
+
+	crs, o := r.capacityReservations(ctx, nc, now)
+	set(awsv1.ConditionTypeCapacityReservationsReady, o, func() { st.CapacityReservations = crs })
+	if o.keep {
+		st.CapacityReservations = prev.CapacityReservations
 	}
 
 	// Ready is true when every part is; otherwise it names the parts that

@@ -154,7 +154,7 @@ func TestResolveAll(t *testing.T) {
 			t.Errorf("condition %+v", c)
 		}
 	}
-	if want := []string{"SubnetsReady", "SecurityGroupsReady", "AMIsReady", "InstanceProfileReady", "ValidationSucceeded", "PlacementGroupReady", "Ready"}; !reflect.DeepEqual(types, want) {
+	if want := []string{"SubnetsReady", "SecurityGroupsReady", "AMIsReady", "InstanceProfileReady", "ValidationSucceeded", "PlacementGroupReady", "CapacityReservationsReady", "Ready"}; !reflect.DeepEqual(types, want) {
 		t.Errorf("conditions %v, want %v", types, want)
 	}
 	if got := iam.state(); got != "c1_"+wantProfile[3:]+" path=/karpenter/eu-west-1/c1/4b6c7f3e-uid/ roles=[KarpenterNodeRole-c1] tags=eks:eks-cluster-name=c1,karpenter.k8s.aws/ec2nodeclass=default,kubernetes.io/cluster/c1=owned,team=platform,topology.kubernetes.io/region=eu-west-1\n" {

@@ -130,7 +130,7 @@ func reservedFleet(lt, instanceType, zone, subnet, token string, ct ec2types.Def
 		ClientToken: aws.String(token),
 		LaunchTemplateConfigs: []ec2types.FleetLaunchTemplateConfigRequest{{
 			LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateName: aws.String(lt), Version: aws.String("$Latest")},
-			Overrides: []ec2types.FleetLaunchTemplateOverridesRequest{{InstanceType: ec2types.InstanceType(instanceType), AvailabilityZone: aws.String(zone), SubnetId: aws.String(subnet)}},
+			Overrides:                   []ec2types.FleetLaunchTemplateOverridesRequest{{InstanceType: ec2types.InstanceType(instanceType), AvailabilityZone: aws.String(zone), SubnetId: aws.String(subnet)}},
 		}},
 		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{TotalTargetCapacity: aws.Int32(1), DefaultTargetCapacityType: ct},
 	}

@@ -105,6 +105,8 @@ type claim struct {
 	// capacity of its largest remaining type.
 	reserved   []int64
 	minRelaxed bool
+	// held are the capacity reservations the claim holds (reservations.go).
+	held []string
 }
 
 // claimEval is the outcome of trying a pod on a claim.
@@ -118,6 +120,8 @@ type claimEval struct {
 	relaxed  bool
 	why      string
 	topoFail *group
+	// resv are the reservations the claim would hold.
+	resv []string
 }
 
 // evalClaim tries pod p on claim c (c.pods empty for a fresh claim). It
@@ -201,7 +205,7 @@ func (s *solver) evalClaim(c *claim, p *podState, ev *claimEval) bool {
 			ev.why = "topology"
 			continue
 		}
-		if s.fitClaim(c, p, v, mask, ev) {
+		if s.fitClaim(c, p, v, mask, ev) && s.checkReserved(c, p, v, mask, ev) {
 			return true
 		}
 		_ = ai
@@ -389,6 +393,7 @@ func (s *solver) freshClaim(t *template) *claim {
 	c.mask = t.all
 	c.order = nil
 	c.cursor = 0
+	c.held = nil
 	return c
 }
 
@@ -416,6 +421,7 @@ func (s *solver) commitClaim(c *claim, p *podState, ev *claimEval) {
 	addInto(c.req, p.req)
 	c.order, c.cursor, c.price = ev.order, ev.pos, ev.price
 	c.minRelaxed = c.minRelaxed || ev.relaxed
+	s.holdReservations(c, ev.resv)
 	c.ports = append(c.ports, p.ports...)
 	tt := t.types[c.order.idx[c.cursor]]
 	for i := range c.slack {

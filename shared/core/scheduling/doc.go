@@ -67,6 +67,25 @@
 // WaitForFirstConsumer StorageClasses to their allowed topologies; CSI
 // attach limits of existing nodes (CSINode) are enforced.
 //
+// # Reserved capacity
+//
+// Reserved offerings (capacity type reserved, one per capacity reservation
+// of the type in its zone) are priced as Karpenter prices them, the
+// on-demand price over 10,000,000, and carry what the reservation can
+// still take (Offering.ReservationCapacity). As Karpenter's
+// ReservationManager, a new NodeClaim holds one instance of every
+// reservation it could launch into while its pods allow one, gives back
+// those they no longer allow, and is finalized pinned to capacity type
+// reserved and to the reservations it holds (and to the types that have
+// them). When every reservation a pod could use is held, provisioning
+// (strict, Karpenter's DisableReservedCapacityFallback) leaves the pod for
+// the next pass without relaxing it or trying lower-weight NodePools
+// (PodError.ReservedDeferred; the launches will have used the reservation
+// up, so that pass falls back to on-demand or spot), and consolidation
+// (Options.ReservedFallback) sends it to on-demand or spot at once. Pods
+// may select reservations by karpenter.k8s.aws/capacity-reservation-id,
+// -type and -interruptible, which only reserved offerings carry.
+//
 // # Cost
 //
 // Among the places a pod may go, the solve prefers the one that costs least:
@@ -82,8 +101,7 @@
 // Owners of zonal anti-affinity take one empty zone each (Karpenter narrows
 // a new claim to every empty zone and records them all, so one pod per batch
 // goes through); affinity bootstraps on one zone. Equal-weight NodePools are
-// tried cheapest first. Reserved offerings are priced like others: the
-// reservation's remaining count is not tracked (Offering has none). Node.Price
+// tried cheapest first. Node.Price
 // is carried for consolidation and not used here. Topology keys other than
 // the hostname track at most 64 domains.
 package scheduling

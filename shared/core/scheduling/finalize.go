@@ -34,6 +34,9 @@ func (s *solver) finalize(c *claim) *NewNodeClaim {
 		if !c.mask.has(ti) || !fits(c.req, tt.alloc) || (t.hasLimits && !t.withinLimits(tt, c.reserved)) {
 			continue
 		}
+		if len(c.held) > 0 && !c.reservedType(tt) {
+			continue // pinned to its reservations below
+		}
 		out.InstanceTypes = append(out.InstanceTypes, tt.it)
 		fitting = append(fitting, tt)
 		chosen.set(ti)
@@ -66,6 +69,16 @@ func (s *solver) finalize(c *claim) *NewNodeClaim {
 		if cts&(1<<ct) != 0 {
 			ctVals = append(ctVals, ctNames[ct])
 		}
+	}
+	if len(c.held) > 0 {
+		// As Karpenter's FinalizeScheduling: reserved only, in the
+		// reservations held, so the launch cannot overfill one and a
+		// reservation's end shows as drift.
+		ctVals = []string{wellknown.CapacityTypeReserved}
+		out.ctReq = NewRequirement(wellknown.CapacityTypeLabel, corev1.NodeSelectorOpIn, ctVals...)
+		rr := NewRequirement(wellknown.CapacityReservationIDLabel, corev1.NodeSelectorOpIn, c.held...)
+		reqs[wellknown.CapacityReservationIDLabel] = rr
+		out.resReq = rr
 	}
 	ctReq := NewRequirement(wellknown.CapacityTypeLabel, corev1.NodeSelectorOpIn, ctVals...)
 	if r, ok := t.reqs[wellknown.CapacityTypeLabel]; ok {

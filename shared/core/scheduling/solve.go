@@ -32,7 +32,10 @@ type podState struct {
 	hostChecks []hostCheck
 	tol        []int8 // per template: 0 unknown, 1 tolerates, 2 does not
 	placed     bool
-	relaxed    *corev1.Pod // the most relaxed form tried, for diagnosis
+	// resvBlocked: the last try failed because the reserved capacity the
+	// pod could use is held by other claims (strict mode).
+	resvBlocked bool
+	relaxed     *corev1.Pod // the most relaxed form tried, for diagnosis
 	// relaxations are the preferences dropped so far, in words.
 	relaxations []string
 }
@@ -68,6 +71,8 @@ type solver struct {
 	podReqs map[*corev1.Pod]corev1.ResourceList
 
 	tolerateSoft bool // some NodePool has a PreferNoSchedule taint
+	// resv is what each capacity reservation can still take (reservations.go).
+	resv map[string]int
 
 	scratchMask bitset
 	scratchReq  []int64
@@ -96,6 +101,7 @@ func newSolver(snap *Snapshot, opts Options) *solver {
 	s.buildDaemons()
 	s.daemonVectors()
 	s.buildTemplates()
+	s.initReservations()
 	s.fresh = make([]*claim, len(s.templates))
 	for _, t := range s.templates {
 		for _, taint := range t.taints {
@@ -341,10 +347,13 @@ func (s *solver) run() {
 
 func (s *solver) trySchedule(p *podState) bool {
 	for {
+		p.resvBlocked = false
 		if s.place(p) {
 			return true
 		}
-		if !s.relax(p) {
+		// Karpenter does not relax a pod that waits for reserved capacity:
+		// it may schedule as it is in a later pass.
+		if p.resvBlocked || !s.relax(p) {
 			p.relaxed = p.cur
 			return false
 		}
@@ -464,8 +473,14 @@ func (s *solver) bestNewClaim(p *podState) (*template, float64) {
 		if !p.hostOK(f.host) {
 			continue
 		}
-		if s.evalClaim(f, p, &ev) && (best == nil || ev.price < bestPrice) {
-			best, bestPrice = s.templates[i], ev.price
+		if s.evalClaim(f, p, &ev) {
+			if best == nil || ev.price < bestPrice {
+				best, bestPrice = s.templates[i], ev.price
+			}
+		} else if ev.why == whyReserved {
+			// As Karpenter: a pod that waits for a NodePool's reserved
+			// capacity does not fall back to NodePools after it.
+			break
 		}
 	}
 	return best, bestPrice
@@ -601,6 +616,11 @@ func (s *solver) results() *Results {
 	}
 	for _, p := range s.pods {
 		if !p.placed {
+			if p.resvBlocked {
+				r.Unschedulable = append(r.Unschedulable, PodError{Pod: p.pod, ReservedDeferred: true,
+					Reason: "left for the next pass: the reserved capacity it can use is held by the NodeClaims of this one"})
+				continue
+			}
 			r.Unschedulable = append(r.Unschedulable, PodError{Pod: p.pod, Reason: s.diagnose(p)})
 		}
 	}

@@ -49,6 +49,15 @@ type tType struct {
 	zones [numCT]uint64
 	// price per capacity type and zone, +Inf when there is no offering.
 	price []float64
+	// resv are its available reserved offerings in the NodePool's zones.
+	resv []resvOffer
+}
+
+// resvOffer is a reserved offering of a type: its zone (index) and
+// reservation.
+type resvOffer struct {
+	zone int
+	o    *Offering
 }
 
 func (t *tType) priceIn(zm uint64, ctm uint8, nz int) float64 {
@@ -122,6 +131,8 @@ type template struct {
 
 	orders   map[orderKey]*priceOrder
 	compiled map[int32]*compiled
+	// resvTypes are the positions of the types with reserved offerings.
+	resvTypes []int32
 }
 
 // compiled is a pod's requirement set evaluated against one template.
@@ -266,11 +277,18 @@ func (s *solver) newTemplate(np *karpv1.NodePool, class *NodeClass) *template {
 		for i := range tt.price {
 			tt.price[i] = math.Inf(1)
 		}
-		for _, o := range it.Offerings {
+		for oi := range it.Offerings {
+			o := &it.Offerings[oi]
 			ct := ctIndex(o.CapacityType)
 			z, ok := s.zoneIdx[o.Zone]
 			if !o.Available || ct < 0 || !ok || !maskHas(t.zm, z) || t.ctm&(1<<ct) == 0 {
 				continue
+			}
+			if !OfferingMatchesReservation(t.reqs[wellknown.CapacityReservationIDLabel], o) {
+				continue
+			}
+			if o.CapacityType == wellknown.CapacityTypeReserved {
+				tt.resv = append(tt.resv, resvOffer{zone: z, o: o})
 			}
 			tt.zones[ct] |= 1 << uint(z)
 			if o.Price < tt.price[ct*nz+z] {
@@ -284,6 +302,9 @@ func (s *solver) newTemplate(np *karpv1.NodePool, class *NodeClass) *template {
 		tt.cap = s.d.vec(it.Capacity)
 		if it.Capacity == nil {
 			tt.cap = slices.Clone(tt.alloc)
+		}
+		if len(tt.resv) > 0 {
+			t.resvTypes = append(t.resvTypes, int32(len(t.types)))
 		}
 		t.types = append(t.types, tt)
 	}

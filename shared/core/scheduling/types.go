@@ -95,6 +95,14 @@ type Offering struct {
 	// Available is false when the capacity-error cache marks it unavailable.
 	Available     bool
 	ReservationID string // reserved only
+	// ReservationCapacity is how many more instances the reservation takes
+	// (reserved only); the solve holds one per NodeClaim that may launch
+	// into it, as Karpenter's ReservationManager does.
+	ReservationCapacity int
+	// ReservationType is default or capacity-block (reserved only).
+	ReservationType string
+	// ReservationInterruptible marks an interruptible reservation.
+	ReservationInterruptible bool
 }
 
 // PreferencePolicy says what to do with soft constraints.
@@ -130,6 +138,13 @@ type Options struct {
 	// MaxInstanceTypes caps the instance types carried per NodeClaim; 0 means
 	// 600, Karpenter's cap.
 	MaxInstanceTypes int
+	// ReservedFallback lets a pod go to on-demand or spot when the reserved
+	// capacity it could use is all held by other NodeClaims of the solve
+	// (Karpenter's ReservedOfferingModeFallback, for consolidation and
+	// drift). Without it (provisioning, Karpenter's strict mode) such a pod
+	// is left for the next pass (PodError.ReservedDeferred), when the
+	// launches have used the reservation up and its offerings are gone.
+	ReservedFallback bool
 }
 
 // Provisioning returns the options a provisioning tick uses.
@@ -171,13 +186,18 @@ type NewNodeClaim struct {
 
 	// zoneReq and ctReq say which offerings the claim allows; a
 	// NewNodeClaim built elsewhere gets them from Requirements on first use.
-	zoneReq, ctReq *Requirement
+	// resReq is the capacity-reservation-id requirement (nil: any).
+	zoneReq, ctReq, resReq *Requirement
 }
 
 // PodError is a pod that could not be placed, and why, in words.
 type PodError struct {
 	Pod    *corev1.Pod
 	Reason string
+	// ReservedDeferred marks a pod left for the next pass because the
+	// reserved capacity it could use is held by the NodeClaims of this one
+	// (strict mode): not a scheduling failure, as in Karpenter.
+	ReservedDeferred bool
 }
 
 // allows reports whether the claim's requirements admit an offering.
@@ -188,8 +208,25 @@ func (n *NewNodeClaim) allows(o *Offering) bool {
 	if n.zoneReq == nil || n.ctReq == nil {
 		reqs := RequirementsFromNodePool(n.Requirements)
 		n.zoneReq, n.ctReq = reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)
+		if r, ok := reqs[wellknown.CapacityReservationIDLabel]; ok {
+			n.resReq = r
+		}
 	}
-	return n.zoneReq.Has(o.Zone) && n.ctReq.Has(o.CapacityType)
+	return n.zoneReq.Has(o.Zone) && n.ctReq.Has(o.CapacityType) && OfferingMatchesReservation(n.resReq, o)
+}
+
+// OfferingMatchesReservation reports whether an offering meets a
+// karpenter.k8s.aws/capacity-reservation-id requirement (nil: any): a
+// reserved offering by its reservation, another by the label's absence,
+// as Karpenter's offerings carry the label or DoesNotExist.
+func OfferingMatchesReservation(r *Requirement, o *Offering) bool {
+	if r == nil {
+		return true
+	}
+	if o.CapacityType == wellknown.CapacityTypeReserved {
+		return r.Matches(o.ReservationID, true)
+	}
+	return r.Matches("", false)
 }
 
 // CheapestOffering returns the instance type and offering the AWS launch

@@ -65,7 +65,8 @@ func (p Prices) spot(name, zone string, od float64) (float64, bool) {
 // capacity-error cache says so (unavailable may be nil). Types without an
 // on-demand price are skipped; for Windows AMI families only amd64 types
 // are built, labelled kubernetes.io/os=windows and with the family's
-// node.kubernetes.io/windows-build. Capacity reservations are not offered here.
+// node.kubernetes.io/windows-build. Reserved offerings are added by
+// WithReservations.
 func Build(cat *catalog.Catalog, cfg catalog.NodeConfig, zones []string, prices Prices, unavailable func(capacityType, instanceType, zone string) bool) ([]*scheduling.InstanceType, error) {
 	out := make([]*scheduling.InstanceType, 0, cat.Len())
 	for _, t := range cat.All() {
@@ -147,6 +148,74 @@ func Zones(nc *awsv1.EC2NodeClass) []string {
 			seen[s.Zone] = true
 			out = append(out, s.Zone)
 		}
+	}
+	return out
+}
+
+// ReservedPriceDivisor is how Karpenter v1.14.1 prices a reserved offering:
+// the type's on-demand price over it. Reserved capacity is paid for
+// whether used or not, so it is all but free to use; dividing (rather than
+// 0) keeps the types' order for consolidation.
+const ReservedPriceDivisor = 10_000_000.0
+
+// ReservedPrice is the price of a reserved offering of a type whose
+// on-demand price is onDemand.
+func ReservedPrice(onDemand float64) float64 { return onDemand / ReservedPriceDivisor }
+
+// WithReservations adds a reserved offering for each of the class's
+// resolved capacity reservations (status.capacityReservations) to the type
+// it reserves, as Karpenter's ReservedCapacityResolver: priced by
+// ReservedPrice, carrying the reservation's id, type and interruptibility
+// and what it can still take (available, by id), and available only when
+// it can take one, is in one of the class's zones, is not expiring and is
+// not marked unavailable. Types are copied, never changed in place: they
+// may be shared. A reservation for a type the class cannot launch (not in
+// types) offers nothing.
+func WithReservations(types []*scheduling.InstanceType, nc *awsv1.EC2NodeClass, available func(id string) int, unavailable func(capacityType, instanceType, zone string) bool) []*scheduling.InstanceType {
+	if nc == nil || len(nc.Status.CapacityReservations) == 0 {
+		return types
+	}
+	zones := map[string]bool{}
+	for _, z := range Zones(nc) {
+		zones[z] = true
+	}
+	byType := map[string][]awsv1.CapacityReservation{}
+	for _, cr := range nc.Status.CapacityReservations {
+		byType[cr.InstanceType] = append(byType[cr.InstanceType], cr)
+	}
+	out := make([]*scheduling.InstanceType, len(types))
+	for i, it := range types {
+		out[i] = it
+		crs := byType[it.Name]
+		if len(crs) == 0 {
+			continue
+		}
+		od := 0.0
+		for _, o := range it.Offerings {
+			if o.CapacityType == wellknown.CapacityTypeOnDemand && o.Price > 0 {
+				od = o.Price
+				break
+			}
+		}
+		cp := *it
+		cp.Offerings = append(make([]scheduling.Offering, 0, len(it.Offerings)+len(crs)), it.Offerings...)
+		for _, cr := range crs {
+			n := 0
+			if available != nil {
+				n = available(cr.ID)
+			}
+			typ := cr.ReservationType
+			if typ == "" {
+				typ = "default"
+			}
+			cp.Offerings = append(cp.Offerings, scheduling.Offering{
+				Zone: cr.AvailabilityZone, CapacityType: wellknown.CapacityTypeReserved, Price: ReservedPrice(od),
+				Available: n > 0 && zones[cr.AvailabilityZone] && cr.State != "expiring" &&
+					(unavailable == nil || !unavailable(wellknown.CapacityTypeReserved, it.Name, cr.AvailabilityZone)),
+				ReservationID: cr.ID, ReservationCapacity: n, ReservationType: typ, ReservationInterruptible: cr.Interruptible,
+			})
+		}
+		out[i] = &cp
 	}
 	return out
 }

@@ -39,6 +39,7 @@ func SimulationInput(snap *cluster.Snapshot, pending []*corev1.Pod, classes map[
 		}
 	}
 	out := &scheduling.Snapshot{
+		ReservationsHeld:       ReservationsHeld(snap.NodeClaims),
 		Pods:                   pending,
 		NodePools:              snap.NodePools,
 		NodeClasses:            classes,
@@ -185,4 +186,28 @@ func claimPrice(claim *karpv1.NodeClaim, classes map[string]*scheduling.NodeClas
 		}
 	}
 	return 0
+}
+
+// ReservationsHeld counts the NodeClaims not launched yet (no provider ID,
+// not being deleted) pinned to each capacity reservation by their
+// karpenter.k8s.aws/capacity-reservation-id requirement: one of each
+// reservation a claim names, as the simulation that made it held them.
+// EC2's count does not show them yet, and a tick killed between creating
+// a claim and launching it must not let the next one fill the
+// reservation twice.
+func ReservationsHeld(claims []*karpv1.NodeClaim) map[string]int {
+	out := map[string]int{}
+	for _, nc := range claims {
+		if nc.Status.ProviderID != "" || nc.DeletionTimestamp != nil {
+			continue
+		}
+		for _, r := range nc.Spec.Requirements {
+			if r.Key == wellknown.CapacityReservationIDLabel && r.Operator == corev1.NodeSelectorOpIn {
+				for _, id := range r.Values {
+					out[id]++
+				}
+			}
+		}
+	}
+	return out
 }

@@ -46,6 +46,11 @@ func (s *solver) initReservations() {
 			}
 		}
 	}
+	for id, n := range s.snap.ReservationsHeld {
+		if cur, ok := s.resv[id]; ok {
+			s.resv[id] = max(0, cur-n)
+		}
+	}
 }
 
 // reservationLabelReqs are the offering-level labels a pod or NodePool may

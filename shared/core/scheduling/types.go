@@ -29,6 +29,10 @@ type Snapshot struct {
 	// Namespaces are needed only to resolve pod-affinity namespaceSelectors
 	// (optional; an empty selector matches every namespace regardless).
 	Namespaces []*corev1.Namespace
+	// ReservationsHeld counts, per capacity reservation, the NodeClaims
+	// created but not launched yet that are pinned to it: their launches
+	// will take what the offerings' ReservationCapacity still shows.
+	ReservationsHeld map[string]int
 }
 
 // Node is an existing node or an in-flight NodeClaim.

@@ -96,6 +96,9 @@ func readStatements(cluster string) []awsiam.PolicyStatement {
 		statement("AllowRegionalReadActions",
 			[]string{
 				"ec2:DescribeAvailabilityZones",
+				// capacityReservationSelectorTerms, and what reservations
+				// can still take (Karpenter's policy grants it too).
+				"ec2:DescribeCapacityReservations",
 				"ec2:DescribeImages",
 				"ec2:DescribeInstanceTypeOfferings",
 				"ec2:DescribeInstanceTypes",

@@ -22,7 +22,7 @@ import (
 // Lists are in CDK's rendering order (actions and resources sorted).
 var wantStatements = map[string]string{
 	"AllowRegionalReadActions": `{
-		"Action": ["ec2:DescribeAvailabilityZones", "ec2:DescribeImages", "ec2:DescribeInstanceTypeOfferings",
+		"Action": ["ec2:DescribeAvailabilityZones", "ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstanceTypeOfferings",
 			"ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates",
 			"ec2:DescribePlacementGroups", "ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets"],
 		"Condition": {"StringEquals": {"aws:RequestedRegion": {"Ref": "AWS::Region"}}},
@@ -186,7 +186,7 @@ func TestIAMStatements(t *testing.T) {
 // (besides writing to its own log group).
 var wantActions = func() map[string][]string {
 	read := []string{
-		"ec2:DescribeAvailabilityZones", "ec2:DescribeImages", "ec2:DescribeInstanceTypeOfferings",
+		"ec2:DescribeAvailabilityZones", "ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstanceTypeOfferings",
 		"ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates",
 		"ec2:DescribePlacementGroups", "ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",
 		"ssm:GetParameter", "iam:GetInstanceProfile", "pricing:GetProducts", "eks:DescribeCluster",

@@ -17,6 +17,7 @@ func TestInterruptionRules(t *testing.T) {
 		{"RebalanceRule", `{"source":["aws.ec2"],"detail-type":["EC2 Instance Rebalance Recommendation"]}`},
 		{"InstanceStateChangeRule", `{"source":["aws.ec2"],"detail-type":["EC2 Instance State-change Notification"]}`},
 		{"CapacityReservationInterruptionRule", `{"source":["aws.ec2"],"detail-type":["EC2 Capacity Reservation Instance Interruption Warning"]}`},
+		{"CapacityBlockExpirationRule", `{"source":["aws.ec2"],"detail-type":["Capacity Block Reservation Expiration Warning"]}`},
 		{"ScheduledChangeRule", `{"source":["aws.health"],"detail-type":["AWS Health Event"],
 			"detail":{"service":["EC2"],"eventTypeCategory":["scheduledChange"]}}`},
 	}
@@ -34,7 +35,7 @@ func TestInterruptionRules(t *testing.T) {
 			})
 		})
 	}
-	check(t, "5 event-pattern rules", func() {
+	check(t, "6 event-pattern rules", func() {
 		tmpl.ResourcePropertiesCountIs(jsii.String("AWS::Events::Rule"), &map[string]interface{}{
 			"EventPattern": assertions.Match_AnyValue(),
 		}, jsii.Number(len(cases)))
@@ -128,7 +129,7 @@ func TestQueuePolicy(t *testing.T) {
 	queue := logicalID(st, st.Queue)
 	queueARN := getAtt(queue, "Arn")
 	rules := []interface{}{}
-	for _, id := range []string{"SpotInterruptionRule", "RebalanceRule", "InstanceStateChangeRule", "CapacityReservationInterruptionRule", "ScheduledChangeRule"} {
+	for _, id := range []string{"SpotInterruptionRule", "RebalanceRule", "InstanceStateChangeRule", "CapacityReservationInterruptionRule", "CapacityBlockExpirationRule", "ScheduledChangeRule"} {
 		rules = append(rules, getAtt(id, "Arn"))
 	}
 	check(t, "queue policy", func() {

@@ -275,6 +275,10 @@ func (s *Stack) defineQueue() {
 			cond{"source": []string{"aws.ec2"}, "detail-type": []string{"EC2 Instance State-change Notification"}}},
 		{"CapacityReservationInterruptionRule", "EC2 Capacity Reservation Instance Interruption Warning",
 			cond{"source": []string{"aws.ec2"}, "detail-type": []string{"EC2 Capacity Reservation Instance Interruption Warning"}}},
+		// Karpless only (Karpenter polls the end dates instead): a Capacity
+		// Block's instances are drained when EC2 warns of its end.
+		{"CapacityBlockExpirationRule", "Capacity Block Reservation Expiration Warning",
+			cond{"source": []string{"aws.ec2"}, "detail-type": []string{"Capacity Block Reservation Expiration Warning"}}},
 		{"ScheduledChangeRule", "AWS Health scheduled changes of EC2",
 			cond{
 				"source":      []string{"aws.health"},

@@ -236,7 +236,7 @@ func TestTemplateSummary(t *testing.T) {
 		"AWS::Lambda::Function":               4,
 		"AWS::Logs::LogGroup":                 4,
 		"AWS::SQS::Queue":                     2,
-		"AWS::Events::Rule":                   7,
+		"AWS::Events::Rule":                   8,
 		"AWS::Lambda::EventSourceMapping":     1,
 		"AWS::EKS::AccessEntry":               5,
 		"AWS::CloudFormation::CustomResource": 1,

@@ -45,6 +45,9 @@ type TemplateRequest struct {
 	Cluster       eksauth.ClusterInfo
 	// Seen is the invocation's memory of templates already ensured.
 	Seen *launchtemplate.Seen
+	// CapacityReservationID and CapacityReservationType are the
+	// reservation a reserved launch targets.
+	CapacityReservationID, CapacityReservationType string
 }
 
 // Templates ensures launch templates exist for a launch, one per AMI group.
@@ -68,7 +71,11 @@ type Deps struct {
 	Instances               *instance.Provider
 	Templates               Templates
 	Prices                  Prices
-	Catalog                 *catalog.Catalog
+	// Reservations reads what capacity reservations can still take (EC2
+	// DescribeCapacityReservations); nil leaves reserved offerings
+	// unavailable.
+	Reservations nodeclass.CapacityReservationAPI
+	Catalog      *catalog.Catalog
 	// Cluster returns the cluster facts user data needs (cached by the caller).
 	Cluster func(ctx context.Context) (eksauth.ClusterInfo, error)
 	Clock   clock.WithTicker
@@ -92,6 +99,8 @@ type Cloud struct {
 	templates launchtemplate.Seen
 	// launched counts successful launches (launches run in parallel).
 	launched atomic.Int64
+	// resv is what capacity reservations can still take (reservation.go).
+	resv reservations
 }
 
 type classView struct {
@@ -124,6 +133,7 @@ func (c *Cloud) Use(ctx context.Context, ncs []*awsv1.EC2NodeClass) error {
 		cat, fallback = c.book.Catalog(c.Catalog)
 		c.reportFallback(ncs, fallback)
 	}
+	c.readReservations(ctx, ncs)
 	views := map[string]*classView{}
 	classes := map[string]*scheduling.NodeClass{}
 	for _, nc := range ncs {
@@ -143,6 +153,7 @@ func (c *Cloud) Use(ctx context.Context, ncs []*awsv1.EC2NodeClass) error {
 		}
 		types = instancetype.FilterByAMIs(types, nc.Status.AMIs)
 		types = ForPlacementGroup(types, nc)
+		types = instancetype.WithReservations(types, nc, c.available, c.ice.Unavailable)
 		views[nc.Name] = &classView{nc: nc, types: types}
 		classes[nc.Name] = &scheduling.NodeClass{Name: nc.Name, Ready: nodeclass.IsReady(nc) && nc.DeletionTimestamp == nil, InstanceTypes: types}
 	}

@@ -93,7 +93,7 @@ func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeC
 	attempt, _ := strconv.Atoi(nc.Annotations[LaunchAttemptAnnotation])
 	calls, waits := 0, 0
 	for calls < maxFleetCallsPerLaunch {
-		capacityType, offerings, types := c.offerings(nc, view)
+		capacityType, offerings, types, reservation := c.offerings(nc, view)
 		if len(offerings) == 0 {
 			return nil, c.retire(ctx, nc, "no offering of its instance types is available (all marked unavailable or filtered out)")
 		}
@@ -103,7 +103,7 @@ func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeC
 		}
 		templates, err := c.Templates.Ensure(ctx, TemplateRequest{
 			NodeClass: view.nc, NodeClaim: nc, InstanceTypes: types, CapacityType: capacityType, Cluster: info,
-			Seen: &c.templates,
+			Seen: &c.templates, CapacityReservationID: reservation.ReservationID, CapacityReservationType: reservation.ReservationType,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("ensuring launch templates: %w", err)
@@ -115,15 +115,29 @@ func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeC
 			NodeClaimName: nc.Name, NodeClaimUID: string(nc.UID), Attempt: attempt,
 			CapacityType: capacityType, Offerings: offerings, LaunchTemplates: templates,
 			Subnets: subnetsByZone(view.nc), Tags: c.instanceTags(nc, view.nc),
-			Context: deref(view.nc.Spec.Context),
+			Context:       deref(view.nc.Spec.Context),
+			ReservationID: reservation.ReservationID, ReservationType: reservation.ReservationType,
 		})
-		c.markUnavailable(nc, capacityType, res.Errors)
+		if capacityType == wellknown.CapacityTypeReserved {
+			c.markReservationsFull(reservation.ReservationID, res.Errors)
+		} else {
+			c.markUnavailable(nc, capacityType, res.Errors)
+		}
 		if awserr.Code(err) != "InvalidLaunchTemplateName.NotFoundException" {
 			waits = 0 // EC2 listed this call's templates; the next may need new ones
 		}
 		switch {
 		case err == nil:
 			c.launched.Add(1)
+			if capacityType == wellknown.CapacityTypeReserved {
+				c.markLaunched(reservation.ReservationID)
+				if res.Instance.CapacityReservationID == "" {
+					// EC2 does not list the instance yet: it went where the
+					// fleet was told to.
+					res.Instance.CapacityType = wellknown.CapacityTypeReserved
+					res.Instance.CapacityReservationID, res.Instance.CapacityReservationType = reservation.ReservationID, reservation.ReservationType
+				}
+			}
 			return c.record(ctx, nc, res.Instance)
 		case errors.Is(err, instance.ErrAlreadyRequested):
 			// ForNodeClaim above listed no instance of the claim.
@@ -276,10 +290,14 @@ func unresolvedSince(nc *karpv1.NodeClaim, attempt int) (time.Time, bool) {
 // scheduling.LaunchOrder (the rules the simulator's price prediction uses
 // too), over the claim's types and the offerings its requirements allow
 // and the unavailable offerings do not rule out.
-func (c *Cloud) offerings(nc *karpv1.NodeClaim, view *classView) (string, []instance.Offering, []*scheduling.InstanceType) {
+//
+// A reserved launch goes into one reservation per call, the one of its
+// cheapest offering, which it returns (zero otherwise).
+func (c *Cloud) offerings(nc *karpv1.NodeClaim, view *classView) (string, []instance.Offering, []*scheduling.InstanceType, scheduling.Offering) {
 	reqs := scheduling.RequirementsFromNodePool(nc.Spec.Requirements)
 	allowedType := reqs.Get(wellknown.InstanceTypeLabel)
 	zones, cts := reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)
+	resReq := claimReservationReq(nc)
 	var candidates []*scheduling.InstanceType
 	for _, it := range view.types {
 		if !allowedType.Matches(it.Name, true) {
@@ -287,7 +305,8 @@ func (c *Cloud) offerings(nc *karpv1.NodeClaim, view *classView) (string, []inst
 		}
 		var offs []scheduling.Offering
 		for _, o := range it.Offerings {
-			if o.Available && zones.Matches(o.Zone, true) && cts.Matches(o.CapacityType, true) && !c.ice.Unavailable(o.CapacityType, it.Name, o.Zone) {
+			if o.Available && zones.Matches(o.Zone, true) && cts.Matches(o.CapacityType, true) && !c.ice.Unavailable(o.CapacityType, it.Name, o.Zone) &&
+				c.reservedOffering(o, resReq) {
 				offs = append(offs, o)
 			}
 		}
@@ -299,6 +318,10 @@ func (c *Cloud) offerings(nc *karpv1.NodeClaim, view *classView) (string, []inst
 	}
 	minValues := slices.ContainsFunc(nc.Spec.Requirements, func(r karpv1.NodeSelectorRequirementWithMinValues) bool { return r.MinValues != nil })
 	ct, order := scheduling.LaunchOrder(candidates, func(*scheduling.Offering) bool { return true }, minValues)
+	var reservation scheduling.Offering
+	if ct == wellknown.CapacityTypeReserved && len(order) > 0 {
+		order, reservation = oneReservation(order)
+	}
 	var types []*scheduling.InstanceType
 	seen := map[string]bool{}
 	offs := make([]instance.Offering, 0, len(order))
@@ -309,7 +332,7 @@ func (c *Cloud) offerings(nc *karpv1.NodeClaim, view *classView) (string, []inst
 		}
 		offs = append(offs, instance.Offering{InstanceType: o.Type.Name, Zone: o.Offering.Zone, Price: o.Offering.Price})
 	}
-	return ct, offs, types
+	return ct, offs, types, reservation
 }
 
 func subnetsByZone(nc *awsv1.EC2NodeClass) map[string][]string {
@@ -377,6 +400,7 @@ func (c *Cloud) record(ctx context.Context, nc *karpv1.NodeClaim, inst *instance
 			maps.Copy(labels, placementLabels(nc, view.nc))
 		}
 	}
+	maps.Copy(labels, reservationLabels(inst, c.views[classOf(nc)]))
 	if it != nil {
 		for k, v := range it.Labels {
 			if _, set := labels[k]; !set && !strings.HasPrefix(k, wellknown.KarpenterDomain+"/") {
@@ -403,6 +427,13 @@ func (c *Cloud) record(ctx context.Context, nc *karpv1.NodeClaim, inst *instance
 	}
 	c.Log.Info("launched nodeclaim", "nodeclaim", nc.Name, "instance", inst.ID, "instance_type", inst.Type, "zone", inst.Zone, "capacity_type", inst.CapacityType)
 	return c.Kube.NodeClaims.Get(ctx, nc.Name, metav1.GetOptions{})
+}
+
+func classOf(nc *karpv1.NodeClaim) string {
+	if nc.Spec.NodeClassRef == nil {
+		return ""
+	}
+	return nc.Spec.NodeClassRef.Name
 }
 
 func deref(s *string) string {

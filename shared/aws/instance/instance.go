@@ -52,6 +52,13 @@ type Instance struct {
 	PrivateDNS   string
 	LaunchTime   time.Time
 	Tags         map[string]string
+	// CapacityReservationID and CapacityReservationType (default or
+	// capacity-block) are set for a reserved instance: one launched into
+	// a reservation it targeted (preference capacity-reservations-only),
+	// as Karpenter tells them; an instance an open reservation took in is
+	// on-demand.
+	CapacityReservationID   string
+	CapacityReservationType string
 }
 
 // ProviderID is aws:///<zone>/<id>.
@@ -87,7 +94,14 @@ type Request struct {
 	Subnets map[string][]string
 	Tags    map[string]string
 	Context string
+	// ReservationID and ReservationType are the capacity reservation a
+	// reserved launch targets (its launch templates name it; one per
+	// call) and its type: a capacity-block one is a capacity-block fleet.
+	ReservationID, ReservationType string
 }
+
+// ReservationTypeCapacityBlock is the type of a Capacity Block reservation.
+const ReservationTypeCapacityBlock = "capacity-block"
 
 // FleetError is one override CreateFleet could not fill.
 type FleetError struct {
@@ -180,6 +194,9 @@ func (p *Provider) Create(ctx context.Context, r Request) (Result, error) {
 	if err != nil {
 		// EC2 reads are eventually consistent: describe with what the fleet said.
 		inst = &Instance{ID: ids[0], CapacityType: r.CapacityType, State: "pending", Tags: r.Tags}
+		if r.CapacityType == wellknown.CapacityTypeReserved {
+			inst.CapacityReservationID, inst.CapacityReservationType = r.ReservationID, reservationType(r.ReservationType)
+		}
 		for _, fi := range out.Instances {
 			if len(fi.InstanceIds) > 0 && fi.InstanceIds[0] == ids[0] {
 				inst.Type = string(fi.InstanceType)
@@ -266,7 +283,7 @@ func (p *Provider) fleetInput(ctx context.Context, r Request) (*ec2.CreateFleetI
 		LaunchTemplateConfigs: configs,
 		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
 			TotalTargetCapacity:       aws.Int32(1),
-			DefaultTargetCapacityType: ec2types.DefaultTargetCapacityType(r.CapacityType),
+			DefaultTargetCapacityType: targetCapacityType(r),
 		},
 		TagSpecifications: []ec2types.TagSpecification{
 			{ResourceType: ec2types.ResourceTypeInstance, Tags: toTags(r.Tags)},
@@ -277,12 +294,35 @@ func (p *Provider) fleetInput(ctx context.Context, r Request) (*ec2.CreateFleetI
 	if r.Context != "" {
 		in.Context = aws.String(r.Context)
 	}
-	if r.CapacityType == wellknown.CapacityTypeSpot {
+	switch {
+	case r.CapacityType == wellknown.CapacityTypeSpot:
 		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}
-	} else {
+	case targetCapacityType(r) != ec2types.DefaultTargetCapacityTypeCapacityBlock:
+		// As Karpenter's CreateFleetInputBuilder: a capacity-block fleet
+		// takes no on-demand options.
 		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
 	}
 	return in, nil
+}
+
+// targetCapacityType is the fleet's DefaultTargetCapacityType, as Karpenter
+// v1.14.1 sets it: a reserved launch is on-demand into the reservation its
+// templates target, or capacity-block for a Capacity Block.
+func targetCapacityType(r Request) ec2types.DefaultTargetCapacityType {
+	if r.CapacityType != wellknown.CapacityTypeReserved {
+		return ec2types.DefaultTargetCapacityType(r.CapacityType)
+	}
+	if r.ReservationType == ReservationTypeCapacityBlock {
+		return ec2types.DefaultTargetCapacityTypeCapacityBlock
+	}
+	return ec2types.DefaultTargetCapacityTypeOnDemand
+}
+
+func reservationType(t string) string {
+	if t == "" {
+		return "default"
+	}
+	return t
 }
 
 // pickSubnets chooses, per zone, the candidate subnet with the most free
@@ -403,8 +443,19 @@ func fromEC2(i ec2types.Instance) Instance {
 	if i.LaunchTime != nil {
 		inst.LaunchTime = *i.LaunchTime
 	}
-	if i.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
+	switch {
+	case i.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot:
 		inst.CapacityType = wellknown.CapacityTypeSpot
+	case i.CapacityReservationId != nil && i.CapacityReservationSpecification != nil &&
+		i.CapacityReservationSpecification.CapacityReservationPreference == ec2types.CapacityReservationPreferenceCapacityReservationsOnly:
+		// Karpenter's capacityTypeFromInstance: reserved only when launched
+		// into the reservation on purpose, not taken in by an open one.
+		inst.CapacityType = wellknown.CapacityTypeReserved
+		inst.CapacityReservationID = aws.ToString(i.CapacityReservationId)
+		inst.CapacityReservationType = "default"
+		if i.InstanceLifecycle == ec2types.InstanceLifecycleTypeCapacityBlock {
+			inst.CapacityReservationType = ReservationTypeCapacityBlock
+		}
 	}
 	for _, t := range i.Tags {
 		inst.Tags[aws.ToString(t.Key)] = aws.ToString(t.Value)

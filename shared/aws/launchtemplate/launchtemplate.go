@@ -77,6 +77,9 @@ type Request struct {
 	// Seen, when set, holds the templates this invocation already found or
 	// made; Ensure neither describes nor creates them again.
 	Seen *Seen
+	// CapacityReservationID is the reservation a reserved launch targets
+	// and CapacityReservationType its type (default or capacity-block).
+	CapacityReservationID, CapacityReservationType string
 }
 
 // Seen is one invocation's memory of the templates EC2 has confirmed. A
@@ -321,6 +324,7 @@ func Build(req Request) ([]Resolved, error) {
 			TagSpecifications:  []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: ec2Tags(tags)}},
 		}
 		in.LaunchTemplateData.Placement = placement(nc, claim)
+		capacityReservation(in.LaunchTemplateData, req)
 		in.LaunchTemplateName = aws.String(Name(in))
 		out = append(out, Resolved{Input: in, ImageID: ami, InstanceTypes: groups[k], MaxPods: k.maxPods, EFA: k.efa, UserData: ud})
 	}
@@ -494,6 +498,26 @@ func templateData(nc *awsv1.EC2NodeClass, family string, cluster eksauth.Cluster
 		d.SecurityGroupIds = groups
 	}
 	return d
+}
+
+// capacityReservation sets the template's CapacityReservationSpecification
+// as Karpenter v1.14.1 does with its ReservedCapacity gate (on by
+// default): a reserved launch targets its reservation, capacity
+// reservations only (and a Capacity Block's market type); every other
+// launch says none, so an open reservation meant for reserved launches is
+// not used up by on-demand ones that would not be labelled reserved.
+func capacityReservation(d *ec2types.RequestLaunchTemplateData, req Request) {
+	if req.CapacityType != wellknown.CapacityTypeReserved || req.CapacityReservationID == "" {
+		d.CapacityReservationSpecification = &ec2types.LaunchTemplateCapacityReservationSpecificationRequest{CapacityReservationPreference: ec2types.CapacityReservationPreferenceNone}
+		return
+	}
+	d.CapacityReservationSpecification = &ec2types.LaunchTemplateCapacityReservationSpecificationRequest{
+		CapacityReservationPreference: ec2types.CapacityReservationPreferenceCapacityReservationsOnly,
+		CapacityReservationTarget:     &ec2types.CapacityReservationTarget{CapacityReservationId: aws.String(req.CapacityReservationID)},
+	}
+	if req.CapacityReservationType == "capacity-block" {
+		d.InstanceMarketOptions = &ec2types.LaunchTemplateInstanceMarketOptionsRequest{MarketType: ec2types.MarketTypeCapacityBlock}
+	}
 }
 
 // metadataOptions fills what the class leaves unset with IMDSv2 required,

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
@@ -227,7 +228,11 @@ func (h *Handler) act(ctx context.Context, msg events.Message, claims map[string
 	var acted []string
 	var errs []error
 	retiring := 0
-	for _, id := range msg.InstanceIDs {
+	ids := msg.InstanceIDs
+	if msg.Kind == events.KindCapacityBlockExpiration {
+		ids = reservationInstances(claims, msg.CapacityReservationID)
+	}
+	for _, id := range ids {
 		nc := claims[id]
 		if nc == nil {
 			// Not ours (another node group, or already gone): nothing to do.
@@ -244,6 +249,12 @@ func (h *Handler) act(ctx context.Context, msg events.Message, claims map[string
 		}
 		if msg.Kind == events.KindSpotInterruption && offerings != nil {
 			offerings.Mark(wellknown.CapacityTypeSpot, nc.Labels[wellknown.InstanceTypeLabel], nc.Labels[wellknown.ZoneLabel], "SpotInterruption")
+		}
+		if (msg.Kind == events.KindCapacityReservationInterruption || msg.Kind == events.KindCapacityBlockExpiration) && offerings != nil &&
+			nc.Labels[wellknown.CapacityReservationIDLabel] != "" {
+			// As Karpenter's MarkUnavailable: the replacement must not be
+			// sent back into the reservation that is going away.
+			offerings.Mark(wellknown.CapacityTypeReserved, nc.Labels[wellknown.InstanceTypeLabel], nc.Labels[wellknown.ZoneLabel], string(msg.Kind))
 		}
 		if err := h.cordon(ctx, nc); err != nil {
 			errs = append(errs, err)
@@ -275,6 +286,21 @@ func (h *Handler) act(ctx context.Context, msg events.Message, claims map[string
 		h.Log.Info("retiring interrupted nodeclaim", "nodeclaim", nc.Name, "instance", id, "kind", msg.Kind, "deadline", msg.Deadline)
 	}
 	return acted, retiring, errors.Join(errs...)
+}
+
+// reservationInstances are the instances of the claims launched into a
+// capacity reservation (by their karpenter.k8s.aws/capacity-reservation-id
+// label), sorted: a Capacity Block's expiration warning names the block,
+// not its instances.
+func reservationInstances(claims map[string]*karpv1.NodeClaim, reservationID string) []string {
+	var ids []string
+	for id, nc := range claims {
+		if reservationID != "" && nc.Labels[wellknown.CapacityReservationIDLabel] == reservationID {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
 }
 
 // cordon taints the claim's node karpenter.sh/disrupted:NoSchedule at once,

@@ -12,6 +12,7 @@ import (
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/aws/nodeclass"
 	"github.com/karpless/karpless/shared/cloud"
+	"github.com/karpless/karpless/shared/core/cluster"
 	"github.com/karpless/karpless/shared/core/planning"
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/function/record"
@@ -88,7 +89,6 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 	}
 	inv.overlays = overlays{items: snap.NodeOverlays, pools: snap.NodePools}
 	p.recordOverlays(ctx, snap.NodeOverlays, inv.applyOverlays())
-	classes := inv.cloud.InstanceTypes()
 	lr, err := p.reconcileClaims(ctx, inv, snap.NodeClaims, snap.Nodes)
 	res.lifecycle = lr.lifecycle
 	if err != nil {
@@ -106,20 +106,64 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 	if len(pending) == 0 {
 		return res, errors.Join(errs...)
 	}
+	for round := 1; ; round++ {
+		deferred, err := p.provisionRound(ctx, inv, snap, pending, &res)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		// Pods left for reserved capacity held by this round's claims are
+		// provisioned again once those launched, as Karpenter's next
+		// scheduling loop does: the reservations used up, they go to what
+		// is left (another reservation, or on-demand and spot).
+		if len(deferred) == 0 || res.launched == 0 || round == maxReservedRounds || ctx.Err() != nil {
+			return res, errors.Join(errs...)
+		}
+		if err := inv.cloud.Use(ctx, snap.NodeClasses); err != nil {
+			return res, errors.Join(append(errs, err)...)
+		}
+		inv.applyOverlays()
+		pending = deferred
+	}
+}
+
+// maxReservedRounds bounds the solves of one pass: each round after the
+// first is for pods that waited for reserved capacity the previous round's
+// claims held; a pessimistic claim holds every reservation it could use,
+// so a few rounds settle what one would not, and the next pass does the
+// rest.
+const maxReservedRounds = 3
+
+// provisionRound simulates the pending pods, creates the claims the
+// simulation asks for and launches them; it returns the pods left for the
+// reserved capacity those claims hold.
+func (p *Provisioner) provisionRound(ctx context.Context, inv *invocation, snap *cluster.Snapshot, pending []*corev1.Pod, res *passResult) ([]*corev1.Pod, error) {
+	var errs []error
+	classes := inv.cloud.InstanceTypes()
 	// Launches above changed claims (labels, status): read them again so the
 	// simulation sees the in-flight capacity as it now is.
 	claims, err := kube.AllNodeClaims(ctx, p.Kube)
 	if err != nil {
-		return res, errors.Join(append(errs, err)...)
+		return nil, err
 	}
 	snap.NodeClaims = claims
 	start := p.Clock.Now()
 	results := scheduling.Solve(planning.SimulationInput(snap, pending, classes), scheduling.Provisioning())
 	p.Metrics.Observe("karpenter_scheduler_scheduling_duration_seconds", "Seconds", p.Clock.Since(start).Seconds(), map[string]string{"controller": "provisioner"})
 	p.Metrics.Gauge("karpenter_scheduler_queue_depth", float64(len(pending)), map[string]string{"controller": "provisioner"})
-	res.unschedulable = len(results.Unschedulable)
+	res.unschedulable = 0
+	var deferred []*corev1.Pod
 	for _, e := range results.Unschedulable {
+		if e.ReservedDeferred {
+			// Not a failure (Karpenter publishes nothing): the pod waits
+			// for the reserved capacity this round's claims hold.
+			deferred = append(deferred, e.Pod)
+			continue
+		}
+		res.unschedulable++
 		p.Events.Warning(record.ObjectOf(podGVK, e.Pod), "FailedScheduling", "Failed to schedule pod, %s", e.Reason)
+	}
+	if len(deferred) > 0 {
+		p.Log.Info("deferring pods to a later simulation: the reserved capacity they can use is held", "pods", len(deferred))
 	}
 	for node, pods := range results.Existing {
 		for _, pod := range pods {
@@ -130,7 +174,7 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 	for _, np := range snap.NodePools {
 		pools[np.Name] = np
 	}
-	created, err := p.createClaims(ctx, inv, pools, results.NewNodeClaims, &res)
+	created, err := p.createClaims(ctx, inv, pools, results.NewNodeClaims, res)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -139,7 +183,7 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 	before := inv.cloud.Launched()
 	errs = append(errs, inv.cloud.LaunchAll(ctx, created))
 	res.launched += inv.cloud.Launched() - before
-	return res, errors.Join(errs...)
+	return deferred, errors.Join(errs...)
 }
 
 // reconcileClaims advances each claim one lifecycle step, launching the

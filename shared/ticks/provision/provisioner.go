@@ -20,6 +20,7 @@ import (
 
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	"github.com/karpless/karpless/shared/aws/instance"
+	"github.com/karpless/karpless/shared/aws/nodeclass"
 	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/function/config"
@@ -45,9 +46,12 @@ type Provisioner struct {
 	Kube      *kube.Clients
 	Instances *instance.Provider
 	Resolver  NodeClassResolver
-	Templates cloud.Templates
-	Prices    cloud.Prices
-	Catalog   *catalog.Catalog
+	// Reservations reads what capacity reservations can still take; nil
+	// uses the resolver's EC2 client when it is a *nodeclass.Resolver.
+	Reservations nodeclass.CapacityReservationAPI
+	Templates    cloud.Templates
+	Prices       cloud.Prices
+	Catalog      *catalog.Catalog
 	// Cluster returns the cluster facts user data needs (cached by the caller).
 	Cluster func(ctx context.Context) (eksauth.ClusterInfo, error)
 	Clock   clock.WithTicker
@@ -93,8 +97,13 @@ func (p *Provisioner) openCloud(ctx context.Context, inv *invocation) error {
 	if inv.cloud != nil {
 		return nil
 	}
+	reservations := p.Reservations
+	if r, ok := p.Resolver.(*nodeclass.Resolver); ok && reservations == nil && r.EC2 != nil {
+		reservations = r.EC2
+	}
 	c, err := cloud.Open(ctx, cloud.Deps{
-		ClusterName: p.Config.ClusterName, Namespace: p.Config.Namespace, ReservedENIs: p.Config.ReservedENIs,
+		Reservations: reservations,
+		ClusterName:  p.Config.ClusterName, Namespace: p.Config.Namespace, ReservedENIs: p.Config.ReservedENIs,
 		UnavailableOfferingsTTL: p.Config.UnavailableOfferingsTTL, Kube: p.Kube, Instances: p.Instances,
 		Templates: p.Templates, Prices: p.Prices, Catalog: p.Catalog, Cluster: p.Cluster,
 		Clock: p.Clock, Log: p.Log, Events: p.Events, Metrics: p.Metrics,

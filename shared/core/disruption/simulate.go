@@ -96,7 +96,9 @@ func (w *world) simulate(cands []*Candidate, maxNew int) simulation {
 	snap := *c.in.Simulation
 	snap.Nodes = nodes
 	snap.Pods = batch
-	res := scheduling.Solve(&snap, scheduling.Options{MaxNewNodeClaims: maxNew})
+	// Karpenter's consolidation simulates in its reserved fallback mode: a
+	// pod whose reservations are all held goes to on-demand or spot.
+	res := scheduling.Solve(&snap, scheduling.Options{MaxNewNodeClaims: maxNew, ReservedFallback: true})
 	var failed []string
 	for _, e := range res.Unschedulable {
 		if mustMove[e.Pod] {

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -46,6 +48,7 @@ type decisionFlags struct {
 	reservedENIs int
 	now          string
 	searchLimit  time.Duration
+	reservations string
 }
 
 func addDecisionFlags(fs *flag.FlagSet) *decisionFlags {
@@ -56,14 +59,33 @@ func addDecisionFlags(fs *flag.FlagSet) *decisionFlags {
 	fs.IntVar(&f.reservedENIs, "reserved-enis", 0, "assume the functions' RESERVED_ENIS")
 	fs.StringVar(&f.now, "now", "", "decide as at this RFC 3339 time (default: when the snapshot was taken)")
 	fs.DurationVar(&f.searchLimit, "search-limit", time.Minute, "stop the consolidation search after this long")
+	fs.StringVar(&f.reservations, "reservations", "", "how many more instances capacity reservations can take, id=N,... (EC2's count is not in the cluster; unnamed ones are assumed to have room)")
 	return f
+}
+
+// parseReservations reads --reservations: id=N pairs, comma-separated.
+func parseReservations(s string) (map[string]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string]int{}
+	for _, kv := range strings.Split(s, ",") {
+		id, n, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		v, err := strconv.Atoi(n)
+		if !ok || err != nil || v < 0 || !strings.HasPrefix(id, "cr-") {
+			return nil, fmt.Errorf("--reservations %q: want cr-id=N,... with N >= 0", s)
+		}
+		out[id] = v
+	}
+	return out, nil
 }
 
 func (d *decisionFlags) validate() error {
 	if d.output != "text" && d.output != "json" {
 		return fmt.Errorf("-o %q: want text or json", d.output)
 	}
-	return nil
+	_, err := parseReservations(d.reservations)
+	return err
 }
 
 // parseDecision parses a what-if command's arguments: exactly want
@@ -186,6 +208,11 @@ func world(ctx context.Context, cf *clusterFlags, df *decisionFlags) (*whatif.Wo
 	in.Options.SpotToSpotConsolidation = df.spotToSpot
 	in.Options.ReservedENIs = df.reservedENIs
 	in.Options.ConsolidationTimeout = df.searchLimit
+	res, err := parseReservations(df.reservations)
+	if err != nil {
+		return nil, err
+	}
+	in.Options.Reservations = res
 	return whatif.New(in)
 }
 

@@ -56,7 +56,17 @@ type Options struct {
 	// ConsolidationTimeout bounds the consolidation search of Simulate and
 	// ExplainNodeClaim (0: one minute, as Karpenter's multi-node search).
 	ConsolidationTimeout time.Duration
+	// Reservations says how many more instances each capacity reservation
+	// can take (by id). The cluster does not record EC2's count: a
+	// reservation of a class's status not named here is assumed to have
+	// room for every claim that wants it (UnknownReservationRoom), and the
+	// answers say so.
+	Reservations map[string]int
 }
+
+// UnknownReservationRoom is the room assumed in a capacity reservation
+// whose remaining count the answers were not given: enough for any batch.
+const UnknownReservationRoom = 1000
 
 // Input is everything a question is answered from.
 type Input struct {
@@ -131,6 +141,7 @@ func New(in Input) (*World, error) {
 		w.classes[nc.Name] = &scheduling.NodeClass{Name: nc.Name, Ready: nodeclass.IsReady(nc) && nc.DeletionTimestamp == nil, InstanceTypes: types}
 		w.notes = append(w.notes, classNotes(nc, len(types))...)
 	}
+	w.notes = append(w.notes, reservationNotes(in.Cluster.NodeClasses, in.Options.Reservations)...)
 	w.applyOverlays()
 	w.pending = planning.PodsToProvision(in.Cluster)
 	w.sim = planning.SimulationInput(in.Cluster, w.pending, w.classes)
@@ -158,8 +169,33 @@ func (w *World) instanceTypes(cat *catalog.Catalog, nc *awsv1.EC2NodeClass, book
 		return nil, fmt.Errorf("instance types of ec2nodeclass %s: %w", nc.Name, err)
 	}
 	// The class's placement group narrows and labels its types as in a
-	// launch (cloud.Use does the same).
-	return cloud.ForPlacementGroup(instancetype.FilterByAMIs(types, nc.Status.AMIs), nc), nil
+	// launch (cloud.Use does the same), and its capacity reservations add
+	// reserved offerings.
+	types = cloud.ForPlacementGroup(instancetype.FilterByAMIs(types, nc.Status.AMIs), nc)
+	return instancetype.WithReservations(types, nc, w.reservationRoom, unavailable), nil
+}
+
+// reservationRoom is what a reservation can still take, as given, else
+// UnknownReservationRoom.
+func (w *World) reservationRoom(id string) int {
+	if n, ok := w.opts.Reservations[id]; ok {
+		return n
+	}
+	return UnknownReservationRoom
+}
+
+// reservationNotes say which reservations' counts the answers assumed.
+func reservationNotes(ncs []*awsv1.EC2NodeClass, given map[string]int) []string {
+	var unknown []string
+	for _, id := range nodeclass.ReservationIDs(ncs) {
+		if _, ok := given[id]; !ok {
+			unknown = append(unknown, id)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("capacity reservations %s: EC2's remaining count is not in the cluster; the answers assume they have room (say how much with --reservations id=N)", strings.Join(unknown, ", "))}
 }
 
 // Notes say where the prices came from and what the answers could not
@@ -225,10 +261,17 @@ type Offering struct {
 	PricePerHour float64 `json:"pricePerHour"`
 	// PriceOverlay names the NodeOverlay that set the price, if one did.
 	PriceOverlay string `json:"priceOverlay,omitempty"`
+	// CapacityReservation is the reservation a reserved offering launches
+	// into (Karpenter prices it at on-demand/10,000,000: it is prepaid).
+	CapacityReservation string `json:"capacityReservation,omitempty"`
 }
 
 func (o Offering) String() string {
-	return fmt.Sprintf("%s %s in %s at %s%s", o.InstanceType, o.CapacityType, o.Zone, money(o.PricePerHour), o.overlaid())
+	res := ""
+	if o.CapacityReservation != "" {
+		res = " in capacity reservation " + o.CapacityReservation + " (prepaid)"
+	}
+	return fmt.Sprintf("%s %s in %s at %s%s%s", o.InstanceType, o.CapacityType, o.Zone, money(o.PricePerHour), res, o.overlaid())
 }
 
 // overlaid says which NodeOverlay set the price, for people.
@@ -246,7 +289,7 @@ func (w *World) launchOffering(n *scheduling.NewNodeClaim) *Offering {
 		return nil
 	}
 	return &Offering{InstanceType: it.Name, Zone: o.Zone, CapacityType: o.CapacityType, PricePerHour: o.Price,
-		PriceOverlay: w.overlays.PriceOverlay(n.NodeClass, it.Name, o.Zone, o.CapacityType)}
+		PriceOverlay: w.overlays.PriceOverlay(n.NodeClass, it.Name, o.Zone, o.CapacityType), CapacityReservation: o.ReservationID}
 }
 
 // ClaimSummary is a NodeClaim provisioning or disruption would create.

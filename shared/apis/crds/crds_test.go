@@ -1,12 +1,15 @@
 package crds
 
 import (
+	"os"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/yaml"
 )
 
 // fieldPaths lists every named property below .spec and .status, folding
@@ -60,12 +63,20 @@ func TestCRDsMatchKarpenterV1(t *testing.T) {
 		shortNames                   []string
 		scale                        bool
 		version                      string
+		// namespaced and category: every Karpenter CRD is cluster-scoped
+		// in category karpenter; CapacityBuffer is SIG Autoscaling's.
+		namespaced bool
+		category   string
 	}{
-		"nodepools.karpenter.sh":           {37, 10, 20, 7, nil, true, "v1"},
-		"nodeclaims.karpenter.sh":          {23, 13, 10, 11, nil, false, "v1"},
-		"ec2nodeclasses.karpenter.k8s.aws": {73, 33, 54, 3, []string{"ec2nc", "ec2ncs"}, false, "v1"},
+		"nodepools.karpenter.sh":           {37, 10, 20, 7, nil, true, "v1", false, "karpenter"},
+		"nodeclaims.karpenter.sh":          {23, 13, 10, 11, nil, false, "v1", false, "karpenter"},
+		"ec2nodeclasses.karpenter.k8s.aws": {73, 33, 54, 3, []string{"ec2nc", "ec2ncs"}, false, "v1", false, "karpenter"},
 		// NodeOverlay is still alpha in Karpenter v1.14.
-		"nodeoverlays.karpenter.sh": {8, 7, 8, 3, []string{"overlays"}, false, "v1alpha1"},
+		"nodeoverlays.karpenter.sh": {8, 7, 8, 3, []string{"overlays"}, false, "v1alpha1", false, "karpenter"},
+		// CapacityBuffer is beta in Karpenter v1.14 (its pkg/apis/crds,
+		// from kubernetes/autoscaler's buffers API); TestCapacityBufferCRDIsKarpenters
+		// compares the whole schema.
+		"capacitybuffers.autoscaling.x-k8s.io": {10, 12, 2, 7, []string{"cb"}, false, "v1beta1", true, "autoscaling"},
 	}
 	if len(all) != len(want) {
 		t.Fatalf("got %d CRDs, want %d", len(all), len(want))
@@ -81,10 +92,10 @@ func TestCRDsMatchKarpenterV1(t *testing.T) {
 			t.Errorf("%s: want exactly one served storage version %s", crd.Name, w.version)
 			continue
 		}
-		if crd.Spec.Scope != apiextensionsv1.ClusterScoped {
-			t.Errorf("%s: scope %s", crd.Name, crd.Spec.Scope)
+		if scope := map[bool]apiextensionsv1.ResourceScope{false: apiextensionsv1.ClusterScoped, true: apiextensionsv1.NamespaceScoped}[w.namespaced]; crd.Spec.Scope != scope {
+			t.Errorf("%s: scope %s, want %s", crd.Name, crd.Spec.Scope, scope)
 		}
-		if got := crd.Spec.Names.Categories; len(got) != 1 || got[0] != "karpenter" {
+		if got := crd.Spec.Names.Categories; len(got) != 1 || got[0] != w.category {
 			t.Errorf("%s: categories %v", crd.Name, got)
 		}
 		if strings.Join(crd.Spec.Names.ShortNames, ",") != strings.Join(w.shortNames, ",") {
@@ -120,7 +131,40 @@ func TestCRDsMatchKarpenterV1(t *testing.T) {
 			t.Errorf("%s: %d printer columns, want %d", crd.Name, got, w.columns)
 		}
 	}
-	if total != 204 {
-		t.Errorf("%d field paths in all, Karpenter v1.14 has 204", total)
+	if total != 226 {
+		t.Errorf("%d field paths in all, Karpenter v1.14 has 226", total)
 	}
+}
+
+// TestCapacityBufferCRDIsKarpenters compares the generated CapacityBuffer
+// CRD with the one Karpenter v1.14.1 ships (pkg/apis/crds, copied into
+// testdata unchanged): everything but the controller-gen version that
+// stamped it must be equal.
+func TestCapacityBufferCRDIsKarpenters(t *testing.T) {
+	b, err := os.ReadFile("testdata/karpenter-v1.14.1-capacitybuffers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(b, want); err != nil {
+		t.Fatal(err)
+	}
+	all, err := All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range all {
+		if got.Name != want.Name {
+			continue
+		}
+		got, want := got.DeepCopy(), want.DeepCopy()
+		got.Annotations, want.Annotations = nil, nil
+		if !equality.Semantic.DeepEqual(got, want) {
+			g, _ := yaml.Marshal(got)
+			w, _ := yaml.Marshal(want)
+			t.Errorf("generated CapacityBuffer CRD differs from Karpenter v1.14.1's\n--- generated\n%s\n--- Karpenter\n%s", g, w)
+		}
+		return
+	}
+	t.Fatalf("no %s among the embedded CRDs", want.Name)
 }

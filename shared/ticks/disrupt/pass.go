@@ -299,6 +299,20 @@ func (d *Disrupter) expire(ctx context.Context, in *disruption.Input) ([]string,
 		})
 		d.Log.Info("deleting expired nodeclaim", "nodeclaim", nc.Name, "expired_at", e.ExpiredAt)
 	}
+	// Capacity Blocks about to end (Karpenter's capacity reservation
+	// expiration controller): deleted without a condition or budget.
+	for _, nc := range disruption.CapacityBlockExpirations(in) {
+		if nc.DeletionTimestamp != nil {
+			continue
+		}
+		if err := d.Kube.DeleteNodeClaim(ctx, nc); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		nc.DeletionTimestamp = &now
+		out = append(out, nc.Name)
+		d.Log.Info("initiating delete for capacity block expiration", "nodeclaim", nc.Name, "capacity_reservation_id", nc.Labels[wellknown.CapacityReservationIDLabel])
+	}
 	return out, errors.Join(errs...)
 }
 

@@ -1,0 +1,45 @@
+package disruption
+
+import (
+	"time"
+
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/core/wellknown"
+)
+
+// CapacityBlockExpiringWindow is how long before a Capacity Block's end
+// Karpenter v1.14.1 deletes the NodeClaims in it: 40 minutes, 10 before
+// EC2 starts terminating them (its capacityreservation.expiration
+// controller, which polls the reservations' end dates).
+const CapacityBlockExpiringWindow = 40 * time.Minute
+
+// CapacityBlockExpirations are the NodeClaims launched into a Capacity
+// Block that ends within CapacityBlockExpiringWindow, as the EC2NodeClasses'
+// status.capacityReservations record it: the disruption tick deletes them
+// (forceful, no budget), as Karpenter's expiration controller does. It is
+// the backstop of the interruption function, which drains them on EC2's
+// expiration warning: a warning lost or late still leaves time to move
+// the pods before EC2 reclaims the instances.
+func CapacityBlockExpirations(in *Input) []*karpv1.NodeClaim {
+	ending := map[string]bool{}
+	for _, nc := range in.Cluster.NodeClasses {
+		for _, cr := range nc.Status.CapacityReservations {
+			if cr.ReservationType != "capacity-block" {
+				continue
+			}
+			if cr.State == "expiring" || cr.EndTime != nil && !in.Now.Before(cr.EndTime.Add(-CapacityBlockExpiringWindow)) {
+				ending[cr.ID] = true
+			}
+		}
+	}
+	if len(ending) == 0 {
+		return nil
+	}
+	var out []*karpv1.NodeClaim
+	for _, nc := range in.Cluster.NodeClaims {
+		if nc.DeletionTimestamp == nil && nc.Labels[wellknown.NodePoolLabel] != "" && ending[nc.Labels[wellknown.CapacityReservationIDLabel]] {
+			out = append(out, nc)
+		}
+	}
+	return out
+}

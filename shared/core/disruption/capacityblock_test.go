@@ -1,0 +1,43 @@
+package disruption
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
+	"github.com/karpless/karpless/shared/core/wellknown"
+)
+
+// TestCapacityBlockExpirations ports Karpenter v1.14.1's capacity
+// reservation expiration cases: the NodeClaims of a Capacity Block within
+// 40 minutes of its end are deleted; a block further from its end, a
+// default reservation with an end date, and claims of other reservations
+// are kept.
+func TestCapacityBlockExpirations(t *testing.T) {
+	end := func(d time.Duration) *metav1.Time { m := metav1.NewTime(t0.Add(d)); return &m }
+	for _, tc := range []struct {
+		name string
+		cr   awsv1.CapacityReservation
+		want bool
+	}{
+		{"block 39 minutes from its end", awsv1.CapacityReservation{ID: "cr-1", ReservationType: "capacity-block", State: "active", EndTime: end(39 * time.Minute)}, true},
+		{"block marked expiring", awsv1.CapacityReservation{ID: "cr-1", ReservationType: "capacity-block", State: "expiring", EndTime: end(time.Hour)}, true},
+		{"block 41 minutes from its end", awsv1.CapacityReservation{ID: "cr-1", ReservationType: "capacity-block", State: "active", EndTime: end(41 * time.Minute)}, false},
+		{"default reservation near its end", awsv1.CapacityReservation{ID: "cr-1", ReservationType: "default", State: "active", EndTime: end(10 * time.Minute)}, false},
+		{"another reservation's block", awsv1.CapacityReservation{ID: "cr-2", ReservationType: "capacity-block", State: "expiring", EndTime: end(10 * time.Minute)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.class().Status.CapacityReservations = []awsv1.CapacityReservation{tc.cr}
+			nc := f.node("n1", "m.xlarge", "test-1a", "reserved")
+			nc.Labels[wellknown.CapacityReservationIDLabel] = "cr-1"
+			f.node("n2", "m.xlarge", "test-1a", "on-demand")
+			got := CapacityBlockExpirations(f.input())
+			if (len(got) == 1 && got[0].Name == nc.Name) != tc.want || len(got) > 1 {
+				t.Fatalf("expirations %v, want n1: %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -91,6 +91,46 @@ func (c *Clients) AnnotateNodeClaim(ctx context.Context, nc *karpv1.NodeClaim, a
 	return nil
 }
 
+// LabelNodeClaim sets each label of this very claim (nil removes it) in one
+// merge patch carrying the UID, as AnnotateNodeClaim does, and mirrors
+// them on nc. A claim gone, or replaced by a namesake, is NotFound (IsGone).
+func (c *Clients) LabelNodeClaim(ctx context.Context, nc *karpv1.NodeClaim, labels map[string]*string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": nc.UID, "labels": labels}})
+	if err != nil {
+		return fmt.Errorf("encoding labels of nodeclaim %s: %w", nc.Name, err)
+	}
+	if _, err := c.NodeClaims.Patch(ctx, nc.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if uidRefused(err) {
+			err = apierrors.NewNotFound(karpv1.Resource("nodeclaims"), nc.Name)
+		}
+		return fmt.Errorf("labelling nodeclaim %s: %w", nc.Name, err)
+	}
+	if nc.Labels == nil {
+		nc.Labels = map[string]string{}
+	}
+	for k, v := range labels {
+		if v == nil {
+			delete(nc.Labels, k)
+		} else {
+			nc.Labels[k] = *v
+		}
+	}
+	return nil
+}
+
+// LabelNode sets each label of a node (nil removes it) in one merge patch;
+// a node gone needs nothing.
+func (c *Clients) LabelNode(ctx context.Context, name string, labels map[string]*string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	if err != nil {
+		return fmt.Errorf("encoding labels of node %s: %w", name, err)
+	}
+	if _, err := c.Core.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("labelling node %s: %w", name, err)
+	}
+	return nil
+}
+
 // uidRefused reports the API server's answer to a patch whose metadata.uid
 // is not the object's: 422, "metadata.uid: field is immutable".
 func uidRefused(err error) bool {

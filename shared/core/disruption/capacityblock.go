@@ -43,3 +43,33 @@ func CapacityBlockExpirations(in *Input) []*karpv1.NodeClaim {
 	}
 	return out
 }
+
+// CapacityTypeDemotions are the NodeClaims labelled reserved whose
+// instance EC2 no longer shows in its reservation (an on-demand capacity
+// reservation that ended or was cancelled leaves its instances running,
+// on-demand): Karpenter's capacity type controller relabels them (and their
+// Nodes) on-demand and drops the reservation labels, so drift, prices and
+// consolidation see them as what they now are. Nothing without instance
+// facts.
+func CapacityTypeDemotions(in *Input) []*karpv1.NodeClaim {
+	if in.Instances == nil {
+		return nil
+	}
+	var out []*karpv1.NodeClaim
+	for _, nc := range in.Cluster.NodeClaims {
+		if nc.DeletionTimestamp != nil || nc.Labels[wellknown.CapacityTypeLabel] != wellknown.CapacityTypeReserved {
+			continue
+		}
+		f, ok := in.Instances[wellknown.InstanceIDFromProviderID(nc.Status.ProviderID)]
+		if ok && !f.Reserved {
+			out = append(out, nc)
+		}
+	}
+	return out
+}
+
+// ReservedCapacityLabels are the labels a reserved NodeClaim carries and
+// loses when it is demoted to on-demand.
+var ReservedCapacityLabels = []string{
+	wellknown.CapacityReservationIDLabel, wellknown.CapacityReservationTypeLabel, wellknown.CapacityReservationInterruptibleLabel,
+}

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
 
@@ -39,5 +40,29 @@ func TestCapacityBlockExpirations(t *testing.T) {
 				t.Fatalf("expirations %v, want n1: %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCapacityTypeDemotions ports Karpenter v1.14.1's capacity type
+// controller: a reserved claim whose instance left its reservation is
+// demoted; one still in it, an on-demand one, and any without instance
+// facts are not.
+func TestCapacityTypeDemotions(t *testing.T) {
+	f := newFixture(t)
+	left := f.node("left", "m.xlarge", "test-1a", "reserved")
+	kept := f.node("kept", "m.xlarge", "test-1a", "reserved")
+	od := f.node("od", "m.xlarge", "test-1a", "on-demand")
+	in := f.input()
+	in.Instances = nil
+	if got := CapacityTypeDemotions(in); len(got) != 0 {
+		t.Fatalf("demotions without instance facts: %v", got)
+	}
+	in.Instances = map[string]InstanceFacts{}
+	for _, nc := range []*karpv1.NodeClaim{left, kept, od} {
+		in.Instances[wellknown.InstanceIDFromProviderID(nc.Status.ProviderID)] = InstanceFacts{Reserved: nc == kept}
+	}
+	got := CapacityTypeDemotions(in)
+	if len(got) != 1 || got[0].Name != left.Name {
+		t.Fatalf("demotions %v, want %s", got, left.Name)
 	}
 }

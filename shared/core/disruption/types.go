@@ -124,6 +124,9 @@ type Options struct {
 type InstanceFacts struct {
 	SubnetID         string
 	SecurityGroupIDs []string
+	// Reserved: EC2 shows the instance in a capacity reservation it was
+	// launched into on purpose (Karpenter's reserved capacity type).
+	Reserved bool
 }
 
 // Input is everything a decision depends on.

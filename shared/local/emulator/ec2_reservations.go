@@ -541,6 +541,12 @@ func (e *Emulator) advanceReservations(now time.Time) {
 		return
 	}
 	for _, cr := range w.list {
+		if cr.ReservationType != ReservationTypeCapacityBlock && !cr.End.IsZero() && cr.State == ReservationActive && !now.Before(cr.End) {
+			// An on-demand capacity reservation that ends leaves its
+			// instances running, as plain on-demand instances.
+			e.endReservation(cr, ReservationExpired)
+			continue
+		}
 		if cr.ReservationType != ReservationTypeCapacityBlock || cr.End.IsZero() || cr.State != ReservationActive {
 			continue
 		}
@@ -578,4 +584,34 @@ func (e *Emulator) ReservationInstanceIDs(id string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// CancelCapacityReservation cancels an on-demand capacity reservation as
+// CancelCapacityReservation does: its instances keep running, on-demand,
+// out of it.
+func (e *Emulator) CancelCapacityReservation(id string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, cr := range e.reservations().list {
+		if cr.ID == id {
+			if cr.ReservationType == ReservationTypeCapacityBlock {
+				return fmt.Errorf("InvalidParameterValue: a Capacity Block cannot be cancelled")
+			}
+			e.endReservation(cr, ReservationCancelled)
+			return nil
+		}
+	}
+	return fmt.Errorf("InvalidCapacityReservationId.NotFound: %s", id)
+}
+
+// endReservation ends a default reservation: its instances leave it.
+// Callers hold e.mu.
+func (e *Emulator) endReservation(cr *capacityReservation, state string) {
+	cr.State = state
+	for id, u := range e.world.reservations.use {
+		if u.r == cr {
+			delete(e.world.reservations.use, id)
+		}
+	}
+	e.log.Info("capacity reservation ended", "reservation", cr.ID, "state", state)
 }

@@ -323,3 +323,37 @@ func TestCapacityBlockContract(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelledReservationContract: a cancelled reservation leaves its
+// instances running, no longer in it (DescribeInstances shows no
+// reservation), and takes no launch.
+func TestCancelledReservationContract(t *testing.T) {
+	h := DefaultHostility()
+	h.FleetErrorRate = 0 // one launch into the reservation is the point
+	e, _ := newTestEmulator(t, calm(h))
+	c := ec2Client(t, e)
+	ctx := context.Background()
+	tg := seededReservations(t, e)["targeted"]
+	lt := reservedLT(t, c, e, "reserved", tg.ID, false)
+	sub := subnetIn(t, e, tg.Zone)
+	out, err := c.CreateFleet(ctx, reservedFleet(lt, tg.InstanceType, tg.Zone, sub, "a", ec2types.DefaultTargetCapacityTypeOnDemand))
+	if err != nil || len(out.Instances) != 1 {
+		t.Fatalf("launch: %+v %v", out, err)
+	}
+	id := out.Instances[0].InstanceIds[0]
+	if err := e.CancelCapacityReservation(tg.ID); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, e)
+	di, err := c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst := di.Reservations[0].Instances[0]; inst.State.Name != ec2types.InstanceStateNameRunning || inst.CapacityReservationId != nil {
+		t.Fatalf("instance after the cancel: %s, reservation %v", inst.State.Name, aws.ToString(inst.CapacityReservationId))
+	}
+	out, err = c.CreateFleet(ctx, reservedFleet(lt, tg.InstanceType, tg.Zone, sub, "b", ec2types.DefaultTargetCapacityTypeOnDemand))
+	if err != nil || len(out.Errors) != 1 || aws.ToString(out.Errors[0].ErrorCode) != "InsufficientInstanceCapacity" {
+		t.Fatalf("launch into a cancelled reservation: %+v %v", out, err)
+	}
+}

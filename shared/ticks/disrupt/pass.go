@@ -117,6 +117,9 @@ func (d *Disrupter) pass(ctx context.Context, inv *invocation, sum *Summary) (ti
 	if err != nil {
 		errs = append(errs, err)
 	}
+	if err := d.demote(ctx, in); err != nil {
+		errs = append(errs, err)
+	}
 	scaled, err := d.scaleDown(ctx, in)
 	sum.ScaledDown = append(sum.ScaledDown, scaled...)
 	if err != nil {
@@ -316,6 +319,31 @@ func (d *Disrupter) expire(ctx context.Context, in *disruption.Input) ([]string,
 	return out, errors.Join(errs...)
 }
 
+// demote relabels on-demand the reserved NodeClaims (and their Nodes)
+// whose instances left their reservation, as Karpenter's capacity type
+// controller does. Labels only: a relabelled claim is as good as before.
+func (d *Disrupter) demote(ctx context.Context, in *disruption.Input) error {
+	var errs []error
+	for _, nc := range disruption.CapacityTypeDemotions(in) {
+		labels := map[string]*string{wellknown.CapacityTypeLabel: new(wellknown.CapacityTypeOnDemand)}
+		for _, k := range disruption.ReservedCapacityLabels {
+			labels[k] = nil
+		}
+		if err := d.Kube.LabelNodeClaim(ctx, nc, labels); err != nil && !kube.IsGone(err) {
+			errs = append(errs, err)
+			continue
+		}
+		if nc.Status.NodeName != "" {
+			if err := d.Kube.LabelNode(ctx, nc.Status.NodeName, labels); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		d.Log.Info("updated capacity type for nodeclaim: its capacity reservation ended", "nodeclaim", nc.Name, "capacity_type", wellknown.CapacityTypeOnDemand)
+	}
+	return errors.Join(errs...)
+}
+
 // cleanupStale removes disrupted taints and DisruptionReason conditions
 // that no command in execution accounts for (a tick died after tainting,
 // or a command was abandoned halfway), as Karpenter does at every loop.
@@ -467,6 +495,8 @@ func instanceFacts(ctx context.Context, api EC2, cluster string) (map[string]dis
 		for _, r := range page.Reservations {
 			for _, i := range r.Instances {
 				f := disruption.InstanceFacts{SubnetID: aws.ToString(i.SubnetId)}
+				f.Reserved = i.CapacityReservationId != nil && i.CapacityReservationSpecification != nil &&
+					i.CapacityReservationSpecification.CapacityReservationPreference == ec2types.CapacityReservationPreferenceCapacityReservationsOnly
 				for _, g := range i.SecurityGroups {
 					f.SecurityGroupIDs = append(f.SecurityGroupIDs, aws.ToString(g.GroupId))
 				}

@@ -18,6 +18,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
+	cbv1 "github.com/karpless/karpless/shared/apis/autoscaling/v1beta1"
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/apis/karpenter/v1alpha1"
@@ -26,7 +27,7 @@ import (
 // Scheme knows the core types and the Karpenter types.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, v1alpha1.AddToScheme, awsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, v1alpha1.AddToScheme, awsv1.AddToScheme, cbv1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("building scheme: %v", err)) // only on a programming error
 		}
@@ -58,6 +59,9 @@ type Clients struct {
 	Config         *rest.Config
 	// Read counts response bytes, to report what a snapshot costs.
 	Read *ByteCounter
+	// bufferREST serves CapacityBuffers (namespaced: see CapacityBuffers).
+	bufferREST   *rest.RESTClient
+	bufferParams runtime.ParameterCodec
 }
 
 // ByteCounter counts bytes read from the API server.
@@ -122,6 +126,10 @@ func NewClients(cfg *rest.Config) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
+	bufferREST, err := restClientFor(cfg, cbv1.SchemeGroupVersion, codecs)
+	if err != nil {
+		return nil, err
+	}
 	return &Clients{
 		Core:   coreClient,
 		Config: cfg,
@@ -139,6 +147,8 @@ func NewClients(cfg *rest.Config) (*Clients, error) {
 			func() *awsv1.EC2NodeClass { return &awsv1.EC2NodeClass{} },
 			func() *awsv1.EC2NodeClassList { return &awsv1.EC2NodeClassList{} }),
 		APIExtensions: ext,
+		bufferREST:    bufferREST,
+		bufferParams:  params,
 	}, nil
 }
 

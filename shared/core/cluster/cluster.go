@@ -11,6 +11,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	autoscalingv1beta1 "github.com/karpless/karpless/shared/apis/autoscaling/v1beta1"
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/apis/karpenter/v1alpha1"
@@ -37,7 +38,29 @@ type Snapshot struct {
 	CSINodes       []*storagev1.CSINode
 	// VolumeAttachments say which volumes are still attached to which node.
 	VolumeAttachments []*storagev1.VolumeAttachment
-	Stats             Stats
+	// CapacityBuffers are the buffers with what each refers to, read when
+	// the snapshot was taken (core/buffer makes their virtual pods).
+	CapacityBuffers []*CapacityBuffer
+	Stats           Stats
+}
+
+// CapacityBuffer is a buffer and what its podTemplateRef or scalableRef
+// resolved to: a pod template, or why there is none.
+type CapacityBuffer struct {
+	Buffer *autoscalingv1beta1.CapacityBuffer `json:"buffer"`
+	// Template is the referent's pod template, trimmed as pods are; nil
+	// when it could not be read.
+	Template *corev1.PodTemplateSpec `json:"template,omitempty"`
+	// TemplateGeneration is the PodTemplate's generation (podTemplateRef).
+	TemplateGeneration int64 `json:"templateGeneration,omitempty"`
+	// ScalableReplicas is the workload's spec.replicas, 1 when unset as
+	// the API server defaults it (scalableRef).
+	ScalableReplicas int32 `json:"scalableReplicas,omitempty"`
+	// NotFound says the referent does not exist.
+	NotFound bool `json:"notFound,omitempty"`
+	// Error says why else there is no template (an unsupported kind, a
+	// read that failed).
+	Error string `json:"error,omitempty"`
 }
 
 // Stats is what taking the snapshot cost.

@@ -87,6 +87,11 @@ func Take(ctx context.Context, c *kube.Clients, clk clock.PassiveClock) (*cluste
 			}
 			return 1, err
 		}},
+		{"capacitybuffers", func() (int, error) {
+			bufs, n, err := c.ReadCapacityBuffers(ctx)
+			s.CapacityBuffers = bufs
+			return n, err
+		}},
 		{"daemonsets", func() (int, error) {
 			return listPaged(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				return c.Core.AppsV1().DaemonSets("").List(ctx, o)

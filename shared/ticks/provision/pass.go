@@ -12,6 +12,7 @@ import (
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/aws/nodeclass"
 	"github.com/karpless/karpless/shared/cloud"
+	"github.com/karpless/karpless/shared/core/buffer"
 	"github.com/karpless/karpless/shared/core/cluster"
 	"github.com/karpless/karpless/shared/core/planning"
 	"github.com/karpless/karpless/shared/core/scheduling"
@@ -46,6 +47,9 @@ type passResult struct {
 	// work is true when something is in motion: pods waiting or claims
 	// not yet initialized. Only then does the tick keep watching.
 	work bool
+	// buffers is where the pass's simulations put the CapacityBuffers'
+	// virtual pods.
+	buffers buffer.Tally
 }
 
 // Pass runs one provisioning pass. It is exported for the interruption and
@@ -103,6 +107,9 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 	pending := planning.PodsToProvision(snap)
 	res.pending = len(pending)
 	res.work = res.work || len(pending) > 0 || res.lifecycle.InFlight > 0
+	bufs := buffer.Resolve(snap, metav1.NewTime(p.Clock.Now()))
+	defer func() { p.recordBuffers(ctx, bufs, &res.buffers) }()
+	pending = withBuffers(pending, bufs)
 	if len(pending) == 0 {
 		return res, errors.Join(errs...)
 	}
@@ -150,9 +157,15 @@ func (p *Provisioner) provisionRound(ctx context.Context, inv *invocation, snap 
 	results := scheduling.Solve(planning.SimulationInput(snap, pending, classes), scheduling.Provisioning())
 	p.Metrics.Observe("karpenter_scheduler_scheduling_duration_seconds", "Seconds", p.Clock.Since(start).Seconds(), map[string]string{"controller": "provisioner"})
 	p.Metrics.Gauge("karpenter_scheduler_queue_depth", float64(len(pending)), map[string]string{"controller": "provisioner"})
+	res.buffers.Add(results)
 	res.unschedulable = 0
 	var deferred []*corev1.Pod
 	for _, e := range results.Unschedulable {
+		if buffer.IsVirtual(e.Pod) && !e.ReservedDeferred {
+			// Virtual pods get no Events (they do not exist): their
+			// buffer's Provisioning condition says why.
+			continue
+		}
 		if e.ReservedDeferred {
 			// Not a failure (Karpenter publishes nothing): the pod waits
 			// for the reserved capacity this round's claims hold.
@@ -166,7 +179,7 @@ func (p *Provisioner) provisionRound(ctx context.Context, inv *invocation, snap 
 		p.Log.Info("deferring pods to a later simulation: the reserved capacity they can use is held", "pods", len(deferred))
 	}
 	for node, pods := range results.Existing {
-		for _, pod := range pods {
+		for _, pod := range buffer.WithoutVirtual(pods) {
 			p.Events.Normal(record.ObjectOf(podGVK, pod), "Nominated", "Pod should schedule on: %s", node)
 		}
 	}
@@ -258,7 +271,7 @@ func (p *Provisioner) createClaims(ctx context.Context, inv *invocation, pools m
 		p.Log.Info("created nodeclaim", "nodeclaim", claim.Name, "nodepool", np.Name, "pods", len(n.Pods),
 			"instance_types", len(n.InstanceTypes), "cheapest", it.Name, "zone", o.Zone, "capacity_type", o.CapacityType, "price", o.Price)
 		p.Metrics.Count("karpenter_nodeclaims_created_total", 1, map[string]string{"nodepool": np.Name, "reason": "provisioning"})
-		for _, pod := range n.Pods {
+		for _, pod := range buffer.WithoutVirtual(n.Pods) {
 			p.Events.Normal(record.ObjectOf(podGVK, pod), "Nominated", "Pod should schedule on: nodeclaim/%s", claim.Name)
 		}
 	}

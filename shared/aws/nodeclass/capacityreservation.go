@@ -14,6 +14,7 @@ import (
 
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	"github.com/karpless/karpless/shared/aws/awserr"
+	"github.com/karpless/karpless/shared/core/timing"
 )
 
 // CapacityReservationAPI is the EC2 call capacity reservations need.
@@ -22,10 +23,8 @@ type CapacityReservationAPI interface {
 }
 
 // CapacityBlockExpiringWindow is how long before a Capacity Block's end
-// Karpenter v1.14.1 calls it expiring: its offerings go unavailable and
-// its nodes are drained, 10 minutes before EC2 starts reclaiming them
-// (CapacityReservationFromEC2's capacityReservationExpirationPeriod).
-const CapacityBlockExpiringWindow = 40 * time.Minute
+// Karpenter v1.14.1 calls it expiring (timing.CapacityBlockExpiring).
+const CapacityBlockExpiringWindow = timing.CapacityBlockExpiring
 
 // Capacity reservation states and types, as the status spells them.
 const (

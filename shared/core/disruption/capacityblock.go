@@ -1,17 +1,15 @@
 package disruption
 
 import (
-	"time"
-
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
 
 // CapacityBlockExpiringWindow is how long before a Capacity Block's end
-// Karpenter v1.14.1 deletes the NodeClaims in it: 40 minutes, 10 before
-// EC2 starts terminating them (its capacityreservation.expiration
-// controller, which polls the reservations' end dates).
-const CapacityBlockExpiringWindow = 40 * time.Minute
+// Karpenter v1.14.1 deletes the NodeClaims in it (its
+// capacityreservation.expiration controller polls the end dates).
+const CapacityBlockExpiringWindow = timing.CapacityBlockExpiring
 
 // CapacityBlockExpirations are the NodeClaims launched into a Capacity
 // Block that ends within CapacityBlockExpiringWindow, as the EC2NodeClasses'

@@ -86,6 +86,10 @@ const (
 	// on-demand prices every 12 hours. A read that failed is tried again
 	// after PricingMaxAge.
 	CatalogMaxAge = 12 * time.Hour
+	// CatalogReadTimeout bounds one reading of the region's instance types
+	// and on-demand prices (about 30 calls, a few seconds on Lambda), so
+	// that a slow or throttled API cannot eat a tick's minute.
+	CatalogReadTimeout = 15 * time.Second
 	// NodeClassRefresh is how often a class's status is re-resolved:
 	// Karpenter re-reads subnets and security groups every minute and AMIs
 	// within five.
@@ -150,4 +154,14 @@ const (
 	// CustomResourceWait bounds how long a create of a default object
 	// waits for its CRD to be served after it became Established.
 	CustomResourceWait = 30 * time.Second
+)
+
+// Capacity Blocks, as EC2 ends them and Karpenter v1.14.1 reacts.
+const (
+	// CapacityBlockExpiring is how long before a Capacity Block's end its
+	// offerings go unavailable and its NodeClaims are deleted: 40
+	// minutes, when EC2 sends its expiration warning and 10 minutes before
+	// it starts terminating the instances (Karpenter's
+	// capacityReservationExpirationPeriod).
+	CapacityBlockExpiring = 40 * time.Minute
 )

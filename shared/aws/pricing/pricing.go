@@ -288,6 +288,10 @@ func (s *Source) liveDue(b *Book, retry time.Duration) bool {
 // readLive reads what is due of the region's types and on-demand prices,
 // the two in parallel. A part that fails keeps prev's reading.
 func (s *Source) readLive(ctx context.Context, prev Live) Live {
+	// The reads must not eat the tick: what is not read in time is read
+	// again after the retry interval, and the build stands in meanwhile.
+	ctx, cancel := context.WithTimeout(ctx, timing.CatalogReadTimeout)
+	defer cancel()
 	if prev.Region != s.Region {
 		prev = Live{}
 	}

@@ -250,8 +250,7 @@ func (e *kubeEdge) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	send := func() (*http.Response, error) {
 		e.w.inflight.Add(1)
-		defer e.w.inflight.Add(-1)
-		return e.sendWaitingOutThrottles(req)
+		return e.w.held(e.sendWaitingOutThrottles(req))
 	}
 	var resp *http.Response
 	var err error
@@ -332,9 +331,35 @@ func (e *awsEdge) Do(req *http.Request) (*http.Response, error) {
 			}
 		}
 		e.w.inflight.Add(1)
-		defer e.w.inflight.Add(-1)
-		return e.next.Do(req)
+		return e.w.held(e.next.Do(req))
 	})
+}
+
+// held keeps a call counted in flight (counted by the caller) until its
+// answer's body is closed: the SDK and client-go decode an answer while
+// they read it, and a large one (DescribeInstanceTypes' pages, a list of
+// thousands of pods) takes real CPU time that the virtual clock must not
+// turn into minutes between the function's calls.
+func (w *world) held(resp *http.Response, err error) (*http.Response, error) {
+	if err != nil || resp == nil || resp.Body == nil {
+		w.inflight.Add(-1)
+		return resp, err
+	}
+	resp.Body = &heldBody{ReadCloser: resp.Body, done: func() { w.inflight.Add(-1) }}
+	return resp, nil
+}
+
+// heldBody calls done once, when the body is closed.
+type heldBody struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (b *heldBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.done)
+	return err
 }
 
 // afterKubeCall moves the world between a function's read and what it

@@ -131,11 +131,20 @@ func TestLiveCatalog(t *testing.T) {
 	if b3.Live.TypesError == "" || b3.Live.OnDemandError == "" || !b3.Tried() {
 		t.Fatalf("errors not recorded: %+v", b3.Live)
 	}
-	// The failed parts are retried after PricingMaxAge, not on every tick.
-	clk.Step(time.Minute)
-	quiet := &fakePriceList{err: errors.New("should not be called")}
-	if b4, err := src(failingTypes{api}, quiet).Get(ctx); err != nil || quiet.calls != 0 || b4.Tried() {
-		t.Fatalf("retried after a minute: calls %d err %v", quiet.calls, err)
+	// The failed parts are retried after a minute, then two, four, ...
+	// (CatalogRetryMin doubled per failure in a row), not on every tick.
+	denied := &fakePriceList{err: errors.New("AccessDeniedException: pricing:GetProducts")}
+	for i, wait := range []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 10 * time.Minute, 10 * time.Minute} {
+		clk.Step(wait - 30*time.Second)
+		before := denied.calls
+		if b, err := src(failingTypes{api}, denied).Get(ctx); err != nil || denied.calls != before || b.Tried() {
+			t.Fatalf("failure %d: retried after %s: calls %d err %v", i+1, wait-30*time.Second, denied.calls-before, err)
+		}
+		clk.Step(30 * time.Second)
+		b, err := src(failingTypes{api}, denied).Get(ctx)
+		if err != nil || denied.calls == before || !b.Tried() || b.Live.Failures != i+2 {
+			t.Fatalf("failure %d: not retried after %s (failures %d)", i+1, wait, b.Live.Failures)
+		}
 	}
 	clk.Step(10 * time.Minute)
 	if _, err := src(api, prices).Get(ctx); err != nil {

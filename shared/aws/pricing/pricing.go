@@ -65,9 +65,11 @@ type Live struct {
 	OnDemand      map[string]float64 `json:"onDemand,omitempty"`
 	OnDemandAt    time.Time          `json:"onDemandAt,omitzero"`
 	OnDemandError string             `json:"onDemandError,omitempty"`
-	// TriedAt is the last attempt; a failed part is tried again
-	// PricingMaxAge after it.
-	TriedAt time.Time `json:"triedAt,omitzero"`
+	// TriedAt is the last attempt, Failures the attempts in a row that
+	// left a part unread: a failed part is tried again after
+	// CatalogRetryMin, doubled with each failure up to PricingMaxAge.
+	TriedAt  time.Time `json:"triedAt,omitzero"`
+	Failures int       `json:"failures,omitempty"`
 	// Traffic is what the last attempt cost.
 	Traffic Traffic `json:"traffic"`
 }
@@ -268,8 +270,9 @@ func (s *Source) remember(version string, b *Book) {
 
 // liveDue says whether the Live part should be read: never read for this
 // region, a reading older than CatalogMaxAge, or a failed part whose last
-// attempt is older than retry.
-func (s *Source) liveDue(b *Book, retry time.Duration) bool {
+// attempt is older than its backoff (CatalogRetryMin doubled per failure
+// in a row, at most retryMax).
+func (s *Source) liveDue(b *Book, retryMax time.Duration) bool {
 	if b == nil || b.Live.Region != s.Region {
 		return true
 	}
@@ -282,7 +285,8 @@ func (s *Source) liveDue(b *Book, retry time.Duration) bool {
 	if !old(l.TypesAt) && (s.PriceList == nil || !old(l.OnDemandAt)) {
 		return false
 	}
-	return l.TriedAt.IsZero() || s.Clock.Since(l.TriedAt) >= retry
+	retry := timing.CatalogRetryMin << min(max(l.Failures-1, 0), 10)
+	return l.TriedAt.IsZero() || s.Clock.Since(l.TriedAt) >= min(retry, retryMax)
 }
 
 // readLive reads what is due of the region's types and on-demand prices,
@@ -331,6 +335,10 @@ func (s *Source) readLive(ctx context.Context, prev Live) Live {
 	}
 	wg.Wait()
 	next.Traffic = Traffic{Calls: typesTraffic.Calls + pricesTraffic.Calls, Bytes: typesTraffic.Bytes + pricesTraffic.Bytes}
+	next.Failures = 0
+	if next.TypesError != "" || (s.PriceList != nil && next.OnDemandError != "") {
+		next.Failures = prev.Failures + 1
+	}
 	return next
 }
 

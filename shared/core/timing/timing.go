@@ -84,8 +84,13 @@ const (
 	// prices are used before they are read again: they change when AWS
 	// releases a type or reprices, and the reference provider refreshes
 	// on-demand prices every 12 hours. A read that failed is tried again
-	// after PricingMaxAge.
+	// sooner (CatalogRetryMin).
 	CatalogMaxAge = 12 * time.Hour
+	// CatalogRetryMin is how soon a reading of the region's catalog that
+	// failed is tried again (the next tick); each failure in a row doubles
+	// it, up to PricingMaxAge, so a throttle costs a minute and a denied
+	// call a few calls an hour.
+	CatalogRetryMin = time.Minute
 	// CatalogReadTimeout bounds one reading of the region's instance types
 	// and on-demand prices (about 30 calls, a few seconds on Lambda), so
 	// that a slow or throttled API cannot eat a tick's minute.

@@ -87,8 +87,8 @@ func TestConsolidationUsesTheRegionsPrices(t *testing.T) {
 	}
 
 	// The price list is readable again. The book is a cache: without it
-	// the next tick reads AWS afresh (as a failed read is otherwise tried
-	// again 10 minutes on, more than this test's clock may skip).
+	// the next tick reads AWS afresh (a failed read is otherwise tried
+	// again after a backoff that has grown to minutes by now).
 	w.emu.RemoveFault(noPriceList)
 	if err := w.e.Clients.Core.CoreV1().ConfigMaps(w.env(nil).Config.Namespace).Delete(ctx, pricing.ConfigMapName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

@@ -53,7 +53,8 @@ func TestTypeReleasedAfterTheBuildLaunches(t *testing.T) {
 	}
 
 	// EC2 answers again. The book is a cache: without it the next tick
-	// reads EC2 afresh (a failed read is otherwise retried 10 minutes on).
+	// reads EC2 afresh (a failed read is otherwise retried after a backoff that
+	// grows with each failure in a row).
 	w.Emu.RemoveFault(noTypes)
 	if err := w.E.Clients.Core.CoreV1().ConfigMaps(w.App.Config.Namespace).Delete(ctx, pricing.ConfigMapName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

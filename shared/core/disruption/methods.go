@@ -23,6 +23,7 @@ func Compute(in *Input) *Plan {
 	c := newCluster(in)
 	plan := &Plan{Budgets: map[karpv1.DisruptionReason]map[string]budget.Remaining{}, Eligible: map[Method]int{}}
 	w := c.newWorld("")
+	c.hosts = w.bufferHosts()
 	busy := Busy(c.cmds, "")
 	counts := c.budgetCounts("")
 	graceful, notes := c.candidates(Emptiness, busy)
@@ -110,6 +111,12 @@ func (c *view) shouldDisrupt(m Method, cands []*Candidate, plan *Plan) []*Candid
 		switch m {
 		case Emptiness:
 			if consolidateAfter(np) != nil && cn.IsEmpty() && consolidatable {
+				if c.hosts[cn.Node.Name] > 0 {
+					// Not empty: its room is a CapacityBuffer's, and
+					// deleting it would only provision it again.
+					plan.Unconsolidatable = append(plan.Unconsolidatable, Note{NodeClaim: cn.Name(), Node: cn.Node.Name, Message: fmt.Sprintf("Node %q has buffer pods", cn.Node.Name)})
+					continue
+				}
 				out = append(out, cn)
 			}
 		case Drift:
@@ -428,6 +435,9 @@ func BudgetsAllow(in *Input, rec *Record, candidates []string) string {
 func Validate(in *Input, rec *Record) (*Command, string) {
 	c := newCluster(in)
 	m := rec.Method
+	if m == Emptiness {
+		c.hosts = c.newWorld(rec.ID).bufferHosts()
+	}
 	busy := Busy(c.cmds, rec.ID)
 	plan := &Plan{Budgets: map[karpv1.DisruptionReason]map[string]budget.Remaining{}}
 	var cands []*Candidate

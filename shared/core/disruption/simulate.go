@@ -2,10 +2,12 @@ package disruption
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/karpless/karpless/shared/core/buffer"
 	"github.com/karpless/karpless/shared/core/scheduling"
 )
 
@@ -132,4 +134,20 @@ func (w *world) simulate(cands []*Candidate, maxNew int) simulation {
 		out.failure = strings.Join(failed, "; ")
 	}
 	return out
+}
+
+// bufferHosts are the staying nodes the buffers' virtual pods go on when
+// the pending and leaving pods are placed on what exists (no new claim):
+// the room the buffers hold now. Karpenter's provisioner records the same
+// placement for its emptiness check (Cluster.HasBufferPods); the
+// simulator is deterministic, so the provisioner's pass and this one
+// agree on it.
+func (w *world) bufferHosts() map[string]int {
+	if !slices.ContainsFunc(w.c.pending, buffer.IsVirtual) {
+		return nil
+	}
+	snap := *w.c.in.Simulation
+	snap.Nodes = w.nodes
+	snap.Pods = append(slices.Clone(w.c.pending), w.leavingPods...)
+	return buffer.Hosts(scheduling.Solve(&snap, scheduling.Options{}))
 }

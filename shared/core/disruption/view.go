@@ -5,6 +5,7 @@ import (
 
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/core/buffer"
 	"github.com/karpless/karpless/shared/core/disruption/budget"
 	"github.com/karpless/karpless/shared/core/podutil"
 	"github.com/karpless/karpless/shared/core/scheduling"
@@ -20,6 +21,9 @@ type view struct {
 	nodeOf     map[string]*corev1.Node // by NodeClaim name
 	podsOn     map[string][]*corev1.Pod
 	pending    []*corev1.Pod
+	// hosts are the nodes the CapacityBuffers' virtual pods sit on now
+	// (see world.bufferHosts): emptiness leaves them.
+	hosts map[string]int
 	pdbs       pdbLimits
 	cmds       []*Pending
 	simIndex   map[string]int // simulation node name -> index in in.Simulation.Nodes
@@ -75,6 +79,10 @@ func newCluster(in *Input) *view {
 			c.pending = append(c.pending, p)
 		}
 	}
+	// The buffers' virtual pods join every simulation as pending pods do
+	// (Karpenter's GetPendingPods adds them): a command whose pods would
+	// take their room needs a replacement big enough for both.
+	c.pending = append(c.pending, buffer.VirtualPods(snap)...)
 	c.pdbs = newPDBLimits(snap.PDBs)
 	c.cmds = Commands(snap)
 	if in.Simulation != nil {

@@ -28,7 +28,9 @@ func TestWithReservations(t *testing.T) {
 		},
 	}}
 	avail := map[string]int{"cr-1": 2, "cr-2": 1, "cr-3": 1, "cr-4": 0, "cr-5": 3}
-	marked := func(ct, it, zone string) bool { return ct == wellknown.CapacityTypeReserved && zone == "z-b" && it == "m5.large" }
+	marked := func(ct, it, zone string) bool {
+		return ct == wellknown.CapacityTypeReserved && zone == "z-b" && it == "m5.large"
+	}
 	got := WithReservations(base, nc, func(id string) int { return avail[id] }, marked)
 	if len(base[0].Offerings) != 1 {
 		t.Fatalf("input type changed: %+v", base[0].Offerings)

@@ -61,6 +61,9 @@ type Objects struct {
 	StorageClasses    []*storagev1.StorageClass       `json:"storageClasses,omitempty"`
 	CSINodes          []*storagev1.CSINode            `json:"csiNodes,omitempty"`
 	VolumeAttachments []*storagev1.VolumeAttachment   `json:"volumeAttachments,omitempty"`
+	// CapacityBuffers keep what each buffer's reference resolved to (its
+	// pod template, trimmed as pods are).
+	CapacityBuffers []*cluster.CapacityBuffer `json:"capacityBuffers,omitempty"`
 }
 
 // redactions are what NewFile removes; written into every file.
@@ -106,6 +109,16 @@ func NewFile(snap *cluster.Snapshot, m Market, takenAt time.Time, source, namesp
 	o.StorageClasses = redactedCopies(snap.StorageClasses)
 	o.CSINodes = redactedCopies(snap.CSINodes)
 	o.VolumeAttachments = redactedCopies(snap.VolumeAttachments)
+	for _, cb := range snap.CapacityBuffers {
+		c := *cb
+		c.Buffer = cb.Buffer.DeepCopy()
+		redactMeta(c.Buffer)
+		if cb.Template != nil {
+			tmpl := redactPod(&corev1.Pod{ObjectMeta: cb.Template.ObjectMeta, Spec: cb.Template.Spec})
+			c.Template = &corev1.PodTemplateSpec{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
+		}
+		o.CapacityBuffers = append(o.CapacityBuffers, &c)
+	}
 	return f
 }
 
@@ -164,7 +177,7 @@ func (f *File) Snapshot() *cluster.Snapshot {
 	return &cluster.Snapshot{
 		Pods: o.Pods, Nodes: o.Nodes, NodeClaims: o.NodeClaims, NodePools: o.NodePools, NodeClasses: o.EC2NodeClasses,
 		NodeOverlays: o.NodeOverlays, DaemonSets: o.DaemonSets, PDBs: o.PDBs, PVCs: o.PVCs, PVs: o.PVs, StorageClasses: o.StorageClasses,
-		CSINodes: o.CSINodes, VolumeAttachments: o.VolumeAttachments,
+		CSINodes: o.CSINodes, VolumeAttachments: o.VolumeAttachments, CapacityBuffers: o.CapacityBuffers,
 	}
 }
 

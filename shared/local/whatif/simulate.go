@@ -7,6 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cbv1 "github.com/karpless/karpless/shared/apis/autoscaling/v1beta1"
+	"github.com/karpless/karpless/shared/core/buffer"
 	"github.com/karpless/karpless/shared/core/disruption"
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/static"
@@ -36,6 +41,8 @@ type ClusterCounts struct {
 	Pods     int `json:"pods"`
 	// Pending are the pods a provisioning pass simulates.
 	Pending int `json:"pending"`
+	// BufferPods are the CapacityBuffers' virtual pods it simulates too.
+	BufferPods int `json:"bufferPods,omitempty"`
 }
 
 // ProvisioningResult is what one provisioning pass decides.
@@ -53,6 +60,20 @@ type ProvisioningResult struct {
 	Static []StaticPool `json:"static,omitempty"`
 	// AddedPerHour is the $/h of the new NodeClaims, static ones included.
 	AddedPerHour float64 `json:"addedPerHour"`
+	// Buffers are the CapacityBuffers: how many chunks, and where the pass
+	// puts their virtual pods (the pods of Existing and NewNodeClaims
+	// named capacity-buffer-<buffer>-<i>).
+	Buffers []BufferResult `json:"buffers,omitempty"`
+}
+
+// BufferResult is one CapacityBuffer in a provisioning pass.
+type BufferResult struct {
+	Buffer   string `json:"buffer"`
+	Ready    bool   `json:"ready"`
+	Replicas int32  `json:"replicas"`
+	// Placed says where its virtual pods go; NotReady why it has none.
+	Placed   string `json:"placed,omitempty"`
+	NotReady string `json:"notReady,omitempty"`
 }
 
 // StaticPool is one static NodePool's state and what the next ticks do
@@ -149,7 +170,8 @@ type Cost struct {
 // snapshot as it is; neither sees the other's result).
 func (w *World) Simulate() *SimulationReport {
 	r := &SimulationReport{At: w.now, Notes: w.Notes()}
-	r.Cluster = ClusterCounts{Nodes: len(w.snap.Nodes), NodeClaims: len(w.snap.NodeClaims), Pods: len(w.snap.Pods), Pending: len(w.pending)}
+	virtual := len(buffer.Pods(w.buffers))
+	r.Cluster = ClusterCounts{Nodes: len(w.snap.Nodes), NodeClaims: len(w.snap.NodeClaims), Pods: len(w.snap.Pods), Pending: len(w.pending) - virtual, BufferPods: virtual}
 
 	// Cost now.
 	for _, n := range w.sim.Nodes {
@@ -202,6 +224,20 @@ func (w *World) Simulate() *SimulationReport {
 		}
 	}
 	r.Cost.AfterProvisioning = r.Cost.Before + r.Provisioning.AddedPerHour
+	placed := buffer.Place(res)
+	for _, b := range w.buffers {
+		br := BufferResult{Buffer: b.Key(), Ready: b.Ready, Replicas: b.Replicas}
+		if b.Ready {
+			pl := placed[b.Key()]
+			if pl == nil {
+				pl = &buffer.Placement{}
+			}
+			br.Placed = pl.String()
+		} else if c := meta.FindStatusCondition(b.Status(nil, metav1.Time{}).Conditions, cbv1.ConditionReadyForProvisioning); c != nil {
+			br.NotReady = c.Reason + ": " + c.Message
+		}
+		r.Provisioning.Buffers = append(r.Provisioning.Buffers, br)
+	}
 
 	// Disruption.
 	v := w.disruption()
@@ -251,10 +287,13 @@ func (r *SimulationReport) WriteText(w io.Writer) error {
 	c := r.Cluster
 	p.line("Cluster at %s: %d node(s) (%d managed by Karpless), %d NodeClaim(s) (%d in flight), %d pod(s), %d pending",
 		r.At.UTC().Format(time.RFC3339), c.Nodes, c.ManagedNodes, c.NodeClaims, c.InFlight, c.Pods, c.Pending)
+	if c.BufferPods > 0 {
+		p.line("  and %d CapacityBuffer virtual pod(s), simulated as pending pods (they never run)", c.BufferPods)
+	}
 	p.line("")
 	pr := r.Provisioning
 	p.line("Provisioning pass:")
-	if c.Pending == 0 {
+	if c.Pending == 0 && c.BufferPods == 0 {
 		p.line("  no pending pod: nothing to do")
 	}
 	for _, a := range pr.Existing {
@@ -275,6 +314,13 @@ func (r *SimulationReport) WriteText(w io.Writer) error {
 	}
 	for _, u := range pr.Unschedulable {
 		p.line("  %s cannot be placed: %s", u.Pod, u.Reason)
+	}
+	for _, b := range pr.Buffers {
+		if b.Ready {
+			p.line("  capacitybuffer %s: %d chunk(s) kept as virtual pods: %s", b.Buffer, b.Replicas, b.Placed)
+		} else {
+			p.line("  capacitybuffer %s: not ready (%s): no room kept", b.Buffer, b.NotReady)
+		}
 	}
 	for _, sp := range pr.Static {
 		if sp.Launch != nil {

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	"github.com/karpless/karpless/shared/aws/nodeclass"
 	"github.com/karpless/karpless/shared/aws/pricing"
 	"github.com/karpless/karpless/shared/cloud"
+	"github.com/karpless/karpless/shared/core/buffer"
 	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/core/cluster"
 	"github.com/karpless/karpless/shared/core/instancetype"
@@ -85,8 +87,11 @@ type World struct {
 	opts    Options
 	now     time.Time
 	classes map[string]*scheduling.NodeClass
-	// pending are the pods a provisioning pass would simulate.
+	// pending are the pods a provisioning pass would simulate: the pending
+	// pods, then the CapacityBuffers' virtual pods.
 	pending []*corev1.Pod
+	// buffers are the CapacityBuffers as the provisioner resolves them.
+	buffers []*buffer.Buffer
 	// sim is planning.SimulationInput(snap, pending, classes).
 	sim *scheduling.Snapshot
 	// notes say where prices came from and what is missing.
@@ -143,7 +148,8 @@ func New(in Input) (*World, error) {
 	}
 	w.notes = append(w.notes, reservationNotes(in.Cluster.NodeClasses, in.Options.Reservations)...)
 	w.applyOverlays()
-	w.pending = planning.PodsToProvision(in.Cluster)
+	w.buffers = buffer.Resolve(in.Cluster, metav1.NewTime(w.now))
+	w.pending = append(planning.PodsToProvision(in.Cluster), buffer.Pods(w.buffers)...)
 	w.sim = planning.SimulationInput(in.Cluster, w.pending, w.classes)
 	return w, nil
 }

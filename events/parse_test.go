@@ -233,6 +233,7 @@ func TestParseMalformed(t *testing.T) {
 		{"state is a bool", strings.Replace(string(NewStateChange("s1", "i-07f3e2d1c0b9a8f76", "", time.Now())), `"state":""`, `"state":true`, 1), "events: parsing state change detail: json: cannot unmarshal bool"},
 		{"rebalance without instance", strings.Replace(string(NewRebalanceRecommendation("r1", "i-0a1b2c3d4e5f60718", time.Now())), `"instance-id":"i-0a1b2c3d4e5f60718"`, `"instance":"i-0a1b2c3d4e5f60718"`, 1), "events: rebalance recommendation without instance-id"},
 		{"capacity reservation bad id", string(NewCapacityReservationInterruption("c1", "cr-0a1b2c3d4e5f60718", time.Now())), `events: instance id "cr-0a1b2c3d4e5f60718" is not`},
+		{"capacity block bad reservation id", string(NewCapacityBlockExpiration("b1", "i-0a1b2c3d4e5f60718", time.Now(), time.Now())), `events: capacity block expiration: capacity reservation id "i-0a1b2c3d4e5f60718" is not one`},
 		{"too many health entities", health(`[` + strings.Join(entities, ",") + `]`), "events: health event lists 1001 affected entities, more than the 1000 accepted"},
 		{"health entity is a number", health(`[1]`), "events: parsing health event detail: json: cannot unmarshal number"},
 		{"health service is an object", strings.Replace(health(`[]`), `"service":"EC2"`, `"service":{"name":"EC2"}`, 1), "events: parsing health event detail: json: cannot unmarshal object"},

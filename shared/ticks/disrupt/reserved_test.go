@@ -32,6 +32,9 @@ func TestConsolidationIntoReservedCapacity(t *testing.T) {
 			{Key: wellknown.CapacityTypeLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{wellknown.CapacityTypeReserved, wellknown.CapacityTypeOnDemand}},
 			{Key: wellknown.InstanceTypeLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}},
 		}
+		// Consolidate as soon as the reservation is there: the scenario is
+		// about what consolidation decides, not when.
+		np.Spec.Disruption.ConsolidateAfter = karpv1.MustParseNillableDuration("0s")
 	})
 	w.deployment("app", 1, "1500m", nil)
 	w.converge(1, 2*time.Minute)

@@ -16,7 +16,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/karpless/karpless/shared/apis/crds"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
@@ -47,6 +49,7 @@ func testCtx(t *testing.T) context.Context {
 func reset(t *testing.T, c *kube.Clients) {
 	t.Helper()
 	ctx := testCtx(t)
+	waitStorage(t, c)
 	if _, err := Uninstall(ctx, c, Options{RemoveUserObjects: true}); err != nil {
 		t.Fatalf("reset: %v", err)
 	}
@@ -68,6 +71,36 @@ func reset(t *testing.T, c *kube.Clients) {
 	})
 	if err != nil {
 		t.Fatalf("reset: waiting for the CRDs to go: %v", err)
+	}
+}
+
+// waitStorage lists the objects of each installed CRD once, which returns
+// when the API server's storage for it is ready (about a second after it
+// is Established). A namespaced CRD (CapacityBuffer) deleted before then
+// keeps its cleanup finalizer for a minute or more: the API server's
+// finalizer cannot list its objects ("storage is (re)initializing") and
+// retries with a growing backoff, longer than a test waits.
+func waitStorage(t *testing.T, c *kube.Clients) {
+	t.Helper()
+	all, err := crds.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, crd := range all {
+		if _, err := c.APIExtensions.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{}); err != nil {
+			continue // not installed: nothing to wait for
+		}
+		gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: crd.Spec.Versions[0].Name, Resource: crd.Spec.Names.Plural}
+		_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			_, err := d.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+			return err == nil, nil
+		})
 	}
 }
 
@@ -213,7 +246,7 @@ func TestInstallOnEmptyCluster(t *testing.T) {
 			t.Errorf("Created = %v, missing %s", res.Created, want)
 		}
 	}
-	if len(res.Applied) != 8 { // 4 CRDs, ClusterRole(Binding), Role(Binding)
+	if len(res.Applied) != 9 { // 5 CRDs, ClusterRole(Binding), Role(Binding)
 		t.Errorf("Applied = %v", res.Applied)
 	}
 }

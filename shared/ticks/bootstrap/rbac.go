@@ -76,6 +76,14 @@ func ControllerRules() []Rule {
 		{Group: "karpenter.k8s.aws", Resources: []string{"ec2nodeclasses"}, Verbs: owned},
 		{Group: "karpenter.k8s.aws", Resources: []string{"ec2nodeclasses/status"}, Verbs: status},
 		{Group: "apps", Resources: []string{"daemonsets"}, Verbs: readOnly},
+		// CapacityBuffers are the user's: the provisioner reads them, and
+		// the one object each refers to (as Karpenter does, the workload's
+		// pod template and spec.replicas, not its scale subresource, which
+		// has no template), and writes their status.
+		{Group: "autoscaling.x-k8s.io", Resources: []string{"capacitybuffers"}, Verbs: readOnly},
+		{Group: "autoscaling.x-k8s.io", Resources: []string{"capacitybuffers/status"}, Verbs: status},
+		{Group: "", Resources: []string{"podtemplates"}, Verbs: []string{"get"}},
+		{Group: "apps", Resources: []string{"deployments", "replicasets", "statefulsets"}, Verbs: []string{"get"}},
 		{Group: "policy", Resources: []string{"poddisruptionbudgets"}, Verbs: readOnly},
 		{Group: "storage.k8s.io", Resources: []string{"storageclasses", "csinodes", "volumeattachments"}, Verbs: readOnly},
 		{Group: "coordination.k8s.io", Resources: []string{"leases"}, Verbs: []string{"get", "list", "create", "update", "patch"}, Namespaced: true},

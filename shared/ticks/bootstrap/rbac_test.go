@@ -76,6 +76,7 @@ func allowed(t *testing.T, c *kube.Clients, a access) bool {
 var namespacedKinds = map[string]bool{
 	"pods": true, "events": true, "persistentvolumeclaims": true, "daemonsets": true,
 	"poddisruptionbudgets": true, "leases": true, "configmaps": true,
+	"capacitybuffers": true, "podtemplates": true, "deployments": true, "replicasets": true, "statefulsets": true,
 }
 
 // TestRBACGrantsExactlyTheRules checks, as a member of the controllers'
@@ -160,6 +161,11 @@ func TestRBACGrantsExactlyTheRules(t *testing.T) {
 		{verb: "delete", group: "storage.k8s.io", resource: "volumeattachments"},
 		{verb: "delete", group: "karpenter.sh", resource: "nodepools", sub: "status"},
 		{verb: "impersonate", resource: "users"},
+		// Buffers and what they refer to are the user's.
+		{ns: "team-a", verb: "update", group: "autoscaling.x-k8s.io", resource: "capacitybuffers"},
+		{ns: "team-a", verb: "list", resource: "podtemplates"},
+		{ns: "team-a", verb: "update", group: "apps", resource: "deployments"},
+		{ns: "team-a", verb: "update", group: "apps", resource: "deployments", sub: "scale"},
 	} {
 		if allowed(t, c, a) {
 			t.Errorf("allowed: %s", a)

@@ -34,8 +34,8 @@ func (f *fixture) buffer(name string, replicas int32, cpu string) *cluster.Capac
 // TestSimulateWithBuffers: simulate shows each CapacityBuffer, where its
 // virtual pods go (existing room, a new NodeClaim) and what that costs,
 // keeps an empty node that holds a buffer's room (as the disruption tick
-// does), says why a buffer is not ready; the snapshot file keeps the
-// buffers and what they refer to.
+// does), says why a buffer is not ready; explain answers for a virtual
+// pod; the snapshot file keeps the buffers and what they refer to.
 func TestSimulateWithBuffers(t *testing.T) {
 	f := newFixture(t)
 	f.node("n1", "default", "m5.large", zoneA, wellknown.CapacityTypeOnDemand, 2*time.Hour)
@@ -67,6 +67,14 @@ func TestSimulateWithBuffers(t *testing.T) {
 	}
 	if r.Provisioning.AddedPerHour <= 0 || r.Cost.AfterDisruption != r.Cost.AfterProvisioning {
 		t.Errorf("cost %+v, added %v: the big buffer's claim adds to the bill, nothing is taken away", r.Cost, r.Provisioning.AddedPerHour)
+	}
+	// explain names a virtual pod's buffer and where it goes.
+	pr, err := f.world().ExplainPod("team", "capacity-buffer-big-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.State != PodPending || !strings.Contains(strings.Join(pr.Notes, "\n"), "a virtual pod of CapacityBuffer team/big") || !strings.HasPrefix(pr.Outcome, "needs a new NodeClaim") {
+		t.Errorf("explain: state %s outcome %q notes %v", pr.State, pr.Outcome, pr.Notes)
 	}
 	file := NewFile(f.snap, f.market, t0, "test", "kube-system")
 	got := file.Snapshot().CapacityBuffers

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/karpless/karpless/shared/core/buffer"
 	"github.com/karpless/karpless/shared/core/podutil"
 	"github.com/karpless/karpless/shared/core/scheduling"
 )
@@ -137,10 +138,18 @@ func (w *World) ExplainPod(namespace, name string) (*PodReport, error) {
 			break
 		}
 	}
+	for _, p := range w.pending {
+		if pod == nil && buffer.IsVirtual(p) && p.Namespace == namespace && p.Name == name {
+			pod = p
+		}
+	}
 	if pod == nil {
 		return nil, &PodNotFoundError{Namespace: namespace, Name: name}
 	}
 	r := &PodReport{Pod: namespace + "/" + name, At: w.now}
+	if buffer.IsVirtual(pod) {
+		r.Notes = append(r.Notes, fmt.Sprintf("a virtual pod of CapacityBuffer %s: it never runs; the provisioner keeps room for it as for a pending pod", buffer.KeyOf(pod)))
+	}
 	inBatch := false
 	for _, p := range w.pending {
 		if p == pod {

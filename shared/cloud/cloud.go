@@ -167,14 +167,15 @@ const CatalogFallback = "InstanceTypesFromBuild"
 
 // reportFallback says, when the build stands in for part of the region's
 // catalog, which part and why: a metric on every tick, and a log line and
-// an Event on each EC2NodeClass when the live read was tried in this
-// invocation (so at most once per retry interval, not every minute).
+// an Event on each EC2NodeClass when this invocation's reading failed (so
+// at most once per retry, not every minute, and not while a first reading
+// is merely in progress).
 func (c *Cloud) reportFallback(ncs []*awsv1.EC2NodeClass, fallback []string) {
 	if len(fallback) == 0 {
 		return
 	}
 	c.Metrics.Gauge("karpless_catalog_fallback", float64(len(fallback)), nil)
-	if !c.book.Tried() {
+	if !c.book.ReadFailed() {
 		return
 	}
 	why := strings.Join(fallback, "; ")

@@ -61,14 +61,15 @@ func TestLiveReadThroughTheEmulator(t *testing.T) {
 	}
 
 	start := time.Now()
-	facts, typesTraffic, err := readTypes(ctx, ec2.NewFromConfig(cfg))
+	facts, _, typesTraffic, err := typePages(ctx, ec2.NewFromConfig(cfg), "", 0)
 	typesTook := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
 	}
 	typeBytes := rt.bytes.Swap(0)
 	start = time.Now()
-	prices, priceTraffic, err := readOnDemand(ctx, pricing.NewFromConfig(cfg), "eu-central-1")
+	prices := map[string]float64{}
+	_, _, priceTraffic, err := pricePages(ctx, pricing.NewFromConfig(cfg), "eu-central-1", 0, "", 0, prices)
 	pricesTook := time.Since(start)
 	if err != nil {
 		t.Fatal(err)

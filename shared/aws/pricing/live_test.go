@@ -10,7 +10,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
+	smithy "github.com/aws/smithy-go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -85,8 +87,8 @@ func TestLiveCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	cat, fallback := b.Catalog(embedded)
-	if len(fallback) != 0 || !b.Tried() {
-		t.Fatalf("fallback %v tried %v", fallback, b.Tried())
+	if len(fallback) != 0 || !b.tried || b.ReadFailed() {
+		t.Fatalf("fallback %v tried %v failed %v", fallback, b.tried, b.ReadFailed())
 	}
 	got, ok := cat.Get("m5.large")
 	if !ok || got.OnDemandPrice != 0.115 || cat.Len() != 1 || cat.Region != "eu-central-1" {
@@ -111,8 +113,8 @@ func TestLiveCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if prices.calls != pcalls || b2.Tried() || b2.Live.TypesAt != b.Live.TypesAt {
-		t.Fatalf("live part read again inside its max age (tried %v)", b2.Tried())
+	if prices.calls != pcalls || b2.tried || b2.Live.TypesAt != b.Live.TypesAt {
+		t.Fatalf("live part read again inside its max age (tried %v)", b2.tried)
 	}
 	if api.calls == calls {
 		t.Fatal("spot part not refreshed")
@@ -128,7 +130,7 @@ func TestLiveCatalog(t *testing.T) {
 	if cat3, fb := b3.Catalog(embedded); len(fb) != 0 || cat3.Len() != 1 {
 		t.Fatalf("a failed refresh dropped the last reading: fallback %v, %d types", fb, cat3.Len())
 	}
-	if b3.Live.TypesError == "" || b3.Live.OnDemandError == "" || !b3.Tried() {
+	if b3.Live.TypesError == "" || b3.Live.OnDemandError == "" || !b3.ReadFailed() {
 		t.Fatalf("errors not recorded: %+v", b3.Live)
 	}
 	// The failed parts are retried after a minute, then two, four, ...
@@ -137,12 +139,12 @@ func TestLiveCatalog(t *testing.T) {
 	for i, wait := range []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 10 * time.Minute, 10 * time.Minute} {
 		clk.Step(wait - 30*time.Second)
 		before := denied.calls
-		if b, err := src(failingTypes{api}, denied).Get(ctx); err != nil || denied.calls != before || b.Tried() {
+		if b, err := src(failingTypes{api}, denied).Get(ctx); err != nil || denied.calls != before || b.tried {
 			t.Fatalf("failure %d: retried after %s: calls %d err %v", i+1, wait-30*time.Second, denied.calls-before, err)
 		}
 		clk.Step(30 * time.Second)
 		b, err := src(failingTypes{api}, denied).Get(ctx)
-		if err != nil || denied.calls == before || !b.Tried() || b.Live.Failures != i+2 {
+		if err != nil || denied.calls == before || !b.ReadFailed() || b.Live.Failures != i+2 {
 			t.Fatalf("failure %d: not retried after %s (failures %d)", i+1, wait, b.Live.Failures)
 		}
 	}
@@ -260,5 +262,87 @@ func TestUnsavedBookIsReused(t *testing.T) {
 	}
 	if api.calls != calls || prices.calls != pcalls || b.Live.OnDemand["m5.large"] != 0.1 {
 		t.Fatalf("read AWS again a minute later: %d -> %d EC2 calls, %d -> %d price calls", calls, api.calls, pcalls, prices.calls)
+	}
+}
+
+// pagedEC2 lists n instance types, one per page, failing once with err at
+// page failAt (1-based; 0 never).
+type pagedEC2 struct {
+	*fakeEC2
+	n, failAt, pages int
+	err              error
+}
+
+func (p *pagedEC2) DescribeInstanceTypes(_ context.Context, in *ec2.DescribeInstanceTypesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error) {
+	p.pages++
+	if p.pages == p.failAt {
+		return nil, p.err
+	}
+	i := 0
+	if t := aws.ToString(in.NextToken); t != "" {
+		fmt.Sscanf(t, "page-%d", &i)
+	}
+	info := m5large
+	info.InstanceType = ec2types.InstanceType(fmt.Sprintf("m5.%dxlarge", i+2))
+	out := &ec2.DescribeInstanceTypesOutput{InstanceTypes: []ec2types.InstanceTypeInfo{info}}
+	if i+1 < p.n {
+		out.NextToken = aws.String(fmt.Sprintf("page-%d", i+1))
+	}
+	return out, nil
+}
+
+// TestLiveCatalogIsReadAFewPagesATick: a tick reads at most PagesPerTick
+// pages of a part and the next goes on from its token; the part replaces
+// the last reading only when complete; a page that fails keeps the
+// progress, and one whose token EC2 no longer knows starts over.
+func TestLiveCatalogIsReadAFewPagesATick(t *testing.T) {
+	ctx := context.Background()
+	embedded, _ := catalog.Load()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	cms := fake.NewClientset().CoreV1()
+	api := &pagedEC2{fakeEC2: &fakeEC2{now: clk.Now()}, n: 7}
+	src := func() *Source {
+		return &Source{EC2: api, PriceList: &fakePriceList{price: "0.1"}, Region: "eu-central-1", ConfigMap: cms, Namespace: "kube-system", Clock: clk, PagesPerTick: 3}
+	}
+	b, err := src().Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Live.Types != nil || b.Live.NextTypes == nil || b.Live.NextTypes.Pages != 3 || b.ReadFailed() {
+		t.Fatalf("after one tick: types %d, progress %+v", len(b.Live.Types), b.Live.NextTypes)
+	}
+	if _, fb := b.Catalog(embedded); len(fb) != 1 || !strings.Contains(fb[0], "being read (3 pages so far)") {
+		t.Fatalf("fallback %q", fb)
+	}
+	// A page that fails (throttled) keeps what the earlier ticks read.
+	clk.Step(time.Minute)
+	api.failAt = api.pages + 1
+	api.err = errors.New("RequestLimitExceeded: Request limit exceeded")
+	b, _ = src().Get(ctx)
+	if !b.ReadFailed() || b.Live.NextTypes == nil || b.Live.NextTypes.Pages != 3 {
+		t.Fatalf("a throttled page lost the progress: %+v", b.Live.NextTypes)
+	}
+	clk.Step(time.Minute)
+	b, _ = src().Get(ctx)
+	if b.Live.NextTypes == nil || b.Live.NextTypes.Pages != 6 {
+		t.Fatalf("not resumed: %+v", b.Live.NextTypes)
+	}
+	clk.Step(time.Minute)
+	b, _ = src().Get(ctx)
+	if b.Live.NextTypes != nil || len(b.Live.Types) != 7 || b.Live.TypesAt.IsZero() {
+		t.Fatalf("not complete after 7 pages: %d types, progress %+v", len(b.Live.Types), b.Live.NextTypes)
+	}
+	// Twelve hours on, a token EC2 no longer knows starts the reading over.
+	clk.Step(13 * time.Hour)
+	b, _ = src().Get(ctx)
+	if b.Live.NextTypes == nil || len(b.Live.Types) != 7 {
+		t.Fatalf("a new reading replaced the last before it was complete: %d types", len(b.Live.Types))
+	}
+	clk.Step(time.Minute)
+	api.failAt = api.pages + 1
+	api.err = &smithy.GenericAPIError{Code: "InvalidNextToken", Message: "The token is invalid"}
+	b, _ = src().Get(ctx)
+	if b.Live.NextTypes != nil || len(b.Live.Types) != 7 {
+		t.Fatalf("an expired token kept its progress: %+v", b.Live.NextTypes)
 	}
 }

@@ -25,44 +25,49 @@ type Traffic struct {
 	Bytes int64
 }
 
-// readOnDemand reads the Linux on-demand price of every instance type in
-// the region: shared-tenancy instances and bare metal (listed as dedicated),
-// the two queries the reference provider makes.
-func readOnDemand(ctx context.Context, api PriceList, region string) (map[string]float64, Traffic, error) {
-	prices := map[string]float64{}
+// priceQueries are the two queries the reference provider makes for
+// Linux on-demand prices: shared-tenancy instances, and bare metal, which
+// the price list files as dedicated.
+var priceQueries = [][2]string{{"Shared", "Compute Instance"}, {"Dedicated", "Compute Instance (bare metal)"}}
+
+// pricePages reads up to max pages (0: all) of the region's Linux
+// on-demand prices into prices, from query q's page token on; it returns
+// where to go on (q == len(priceQueries) when every query is done).
+func pricePages(ctx context.Context, api PriceList, region string, q int, token string, max int, prices map[string]float64) (int, string, Traffic, error) {
 	var tr Traffic
 	currency := "USD"
 	if strings.HasPrefix(region, "cn-") {
 		currency = "CNY"
 	}
-	for _, q := range [][2]string{{"Shared", "Compute Instance"}, {"Dedicated", "Compute Instance (bare metal)"}} {
-		filters := []pricingtypes.Filter{
-			term("regionCode", region), term("serviceCode", "AmazonEC2"), term("preInstalledSw", "NA"),
-			term("operatingSystem", "Linux"), term("capacitystatus", "Used"), term("marketoption", "OnDemand"),
-			term("tenancy", q[0]), term("productFamily", q[1]),
+	for q < len(priceQueries) && (max == 0 || tr.Calls < max) {
+		query := priceQueries[q]
+		in := &pricing.GetProductsInput{
+			ServiceCode: aws.String("AmazonEC2"), MaxResults: aws.Int32(100),
+			Filters: []pricingtypes.Filter{
+				term("regionCode", region), term("serviceCode", "AmazonEC2"), term("preInstalledSw", "NA"),
+				term("operatingSystem", "Linux"), term("capacitystatus", "Used"), term("marketoption", "OnDemand"),
+				term("tenancy", query[0]), term("productFamily", query[1]),
+			},
 		}
-		pages := pricing.NewGetProductsPaginator(api, &pricing.GetProductsInput{
-			ServiceCode: aws.String("AmazonEC2"), Filters: filters, MaxResults: aws.Int32(100),
-		})
-		for pages.HasMorePages() {
-			page, err := pages.NextPage(ctx)
-			if err != nil {
-				return nil, tr, fmt.Errorf("reading on-demand prices (%s): %w", q[1], err)
+		if token != "" {
+			in.NextToken = aws.String(token)
+		}
+		page, err := api.GetProducts(ctx, in)
+		if err != nil {
+			return q, token, tr, fmt.Errorf("reading on-demand prices (%s): %w", query[1], err)
+		}
+		tr.Calls++
+		for _, item := range page.PriceList {
+			tr.Bytes += int64(len(item))
+			if name, price, ok := parseProduct(item, currency); ok {
+				prices[name] = price
 			}
-			tr.Calls++
-			for _, item := range page.PriceList {
-				tr.Bytes += int64(len(item))
-				name, price, ok := parseProduct(item, currency)
-				if ok {
-					prices[name] = price
-				}
-			}
+		}
+		if token = aws.ToString(page.NextToken); token == "" {
+			q++
 		}
 	}
-	if len(prices) == 0 {
-		return nil, tr, fmt.Errorf("reading on-demand prices: the price list has none for %s", region)
-	}
-	return prices, tr, nil
+	return q, token, tr, nil
 }
 
 func term(field, value string) pricingtypes.Filter {

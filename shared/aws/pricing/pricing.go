@@ -8,8 +8,11 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -18,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	smithy "github.com/aws/smithy-go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,8 +59,11 @@ type Book struct {
 }
 
 // Live is what was read of the region's instance types and on-demand
-// prices. A part that could not be read keeps its last reading, if any,
-// and says why in its error; with no reading the build stands in.
+// prices. Each part is read a few pages per tick (timing.CatalogPagesPerTick),
+// the next tick going on from where the last stopped, and replaces the
+// last reading once all its pages are in. A part that could not be read
+// keeps its last reading, if any, and says why in its error; with no
+// reading the build stands in.
 type Live struct {
 	Region        string             `json:"region,omitempty"`
 	Types         []catalog.Facts    `json:"types,omitempty"`
@@ -65,13 +72,26 @@ type Live struct {
 	OnDemand      map[string]float64 `json:"onDemand,omitempty"`
 	OnDemandAt    time.Time          `json:"onDemandAt,omitzero"`
 	OnDemandError string             `json:"onDemandError,omitempty"`
+	// NextTypes and NextPrices are readings in progress.
+	NextTypes  *Progress `json:"nextTypes,omitempty"`
+	NextPrices *Progress `json:"nextPrices,omitempty"`
 	// TriedAt is the last attempt, Failures the attempts in a row that
-	// left a part unread: a failed part is tried again after
-	// CatalogRetryMin, doubled with each failure up to PricingMaxAge.
+	// failed: a failed part is tried again after CatalogRetryMin, doubled
+	// with each failure up to PricingMaxAge.
 	TriedAt  time.Time `json:"triedAt,omitzero"`
 	Failures int       `json:"failures,omitempty"`
 	// Traffic is what the last attempt cost.
 	Traffic Traffic `json:"traffic"`
+}
+
+// Progress is a part read so far: its pages, and where the next begins.
+type Progress struct {
+	Pages int    `json:"pages"`
+	Token string `json:"token,omitempty"`
+	// Query is the price list query the token belongs to.
+	Query  int                `json:"query,omitempty"`
+	Types  []catalog.Facts    `json:"types,omitempty"`
+	Prices map[string]float64 `json:"prices,omitempty"`
 }
 
 type catalogMemo struct {
@@ -97,10 +117,10 @@ func (b *Book) Catalog(embedded *catalog.Catalog) (cat *catalog.Catalog, fallbac
 			region = embedded.Region
 		}
 		if l.Types == nil {
-			m.fallback = append(m.fallback, "instance types from the build: "+orUnread(l.TypesError))
+			m.fallback = append(m.fallback, "instance types from the build: "+orUnread(l.TypesError, l.NextTypes))
 		}
 		if l.OnDemand == nil {
-			m.fallback = append(m.fallback, "on-demand prices from the build ("+embedded.Region+"): "+orUnread(l.OnDemandError))
+			m.fallback = append(m.fallback, "on-demand prices from the build ("+embedded.Region+"): "+orUnread(l.OnDemandError, l.NextPrices))
 		}
 		if l.Types == nil && l.OnDemand == nil {
 			m.cat = embedded
@@ -111,16 +131,22 @@ func (b *Book) Catalog(embedded *catalog.Catalog) (cat *catalog.Catalog, fallbac
 	return m.cat, m.fallback
 }
 
-func orUnread(why string) string {
-	if why == "" {
-		return "not read yet"
+func orUnread(why string, p *Progress) string {
+	switch {
+	case why != "":
+		return why
+	case p != nil:
+		return fmt.Sprintf("being read (%d pages so far)", p.Pages)
 	}
-	return why
+	return "not read yet"
 }
 
-// Tried reports whether this invocation tried to read the Live part (so a
-// fallback is reported once per attempt, not on every tick).
-func (b *Book) Tried() bool { return b.tried }
+// ReadFailed reports whether this invocation's reading of the Live part
+// failed (so a failure is reported once per attempt, not on every tick,
+// and a reading in progress is not reported at all).
+func (b *Book) ReadFailed() bool {
+	return b.tried && (b.Live.TypesError != "" || b.Live.OnDemandError != "")
+}
 
 // Offered reports whether the zone offers the type.
 func (b *Book) Offered(instanceType, zone string) bool {
@@ -153,7 +179,10 @@ type Source struct {
 	Namespace     string
 	MaxAge        time.Duration
 	CatalogMaxAge time.Duration
-	Clock         clock.PassiveClock
+	// PagesPerTick bounds the pages of each part one Get reads (0:
+	// timing.CatalogPagesPerTick).
+	PagesPerTick int
+	Clock        clock.PassiveClock
 
 	mu sync.Mutex
 	// last is the book of ConfigMap version lastVersion, decoded once
@@ -269,31 +298,43 @@ func (s *Source) remember(version string, b *Book) {
 }
 
 // liveDue says whether the Live part should be read: never read for this
-// region, a reading older than CatalogMaxAge, or a failed part whose last
-// attempt is older than its backoff (CatalogRetryMin doubled per failure
-// in a row, at most retryMax).
+// region, a reading older than CatalogMaxAge, or one in progress; after a
+// failure, only once its backoff (CatalogRetryMin doubled per failure in a
+// row, at most retryMax) has passed.
 func (s *Source) liveDue(b *Book, retryMax time.Duration) bool {
 	if b == nil || b.Live.Region != s.Region {
 		return true
 	}
 	l := b.Live
+	if !s.partDue(l.TypesAt, l.NextTypes) && (s.PriceList == nil || !s.partDue(l.OnDemandAt, l.NextPrices)) {
+		return false
+	}
+	if l.Failures == 0 || l.TriedAt.IsZero() {
+		return true
+	}
+	retry := timing.CatalogRetryMin << min(l.Failures-1, 10)
+	return s.Clock.Since(l.TriedAt) >= min(retry, retryMax)
+}
+
+// partDue says whether a part is to be read (on): in progress, never
+// read, or older than CatalogMaxAge.
+func (s *Source) partDue(at time.Time, p *Progress) bool {
 	maxAge := s.CatalogMaxAge
 	if maxAge == 0 {
 		maxAge = timing.CatalogMaxAge
 	}
-	old := func(at time.Time) bool { return at.IsZero() || s.Clock.Since(at) >= maxAge }
-	if !old(l.TypesAt) && (s.PriceList == nil || !old(l.OnDemandAt)) {
-		return false
-	}
-	retry := timing.CatalogRetryMin << min(max(l.Failures-1, 0), 10)
-	return l.TriedAt.IsZero() || s.Clock.Since(l.TriedAt) >= min(retry, retryMax)
+	return p != nil || at.IsZero() || s.Clock.Since(at) >= maxAge
 }
 
-// readLive reads what is due of the region's types and on-demand prices,
-// the two in parallel. A part that fails keeps prev's reading.
+// readLive reads the next pages of what is due of the region's types and
+// on-demand prices, the two in parallel, at most CatalogPagesPerTick
+// each: a tick never spends long on it, and a tick killed midway loses
+// only its own pages. A part that fails keeps its progress (or restarts,
+// when EC2 or the price list no longer knows its page token) and its last
+// complete reading.
 func (s *Source) readLive(ctx context.Context, prev Live) Live {
 	// The reads must not eat the tick: what is not read in time is read
-	// again after the retry interval, and the build stands in meanwhile.
+	// on the next one.
 	ctx, cancel := context.WithTimeout(ctx, timing.CatalogReadTimeout)
 	defer cancel()
 	if prev.Region != s.Region {
@@ -301,36 +342,47 @@ func (s *Source) readLive(ctx context.Context, prev Live) Live {
 	}
 	next := prev
 	next.Region, next.TriedAt, next.Traffic = s.Region, s.Clock.Now(), Traffic{}
-	maxAge := s.CatalogMaxAge
-	if maxAge == 0 {
-		maxAge = timing.CatalogMaxAge
+	pages := s.PagesPerTick
+	if pages == 0 {
+		pages = timing.CatalogPagesPerTick
 	}
-	due := func(at time.Time) bool { return at.IsZero() || s.Clock.Since(at) >= maxAge }
 	var wg sync.WaitGroup
 	var typesTraffic, pricesTraffic Traffic
-	if due(prev.TypesAt) {
+	if s.partDue(prev.TypesAt, prev.NextTypes) {
 		wg.Go(func() {
-			facts, tr, err := readTypes(ctx, s.EC2)
+			p := resume(prev.NextTypes)
+			facts, token, tr, err := typePages(ctx, s.EC2, p.Token, pages)
 			typesTraffic = tr
-			if err != nil {
-				next.TypesError = err.Error()
-				return
+			p.Types, p.Token, p.Pages = append(p.Types, facts...), token, p.Pages+tr.Calls
+			switch {
+			case err != nil:
+				next.TypesError, next.NextTypes = err.Error(), keepUnlessExpired(p, err)
+			case token == "":
+				next.Types, next.TypesAt, next.TypesError, next.NextTypes = p.Types, s.Clock.Now(), "", nil
+			default:
+				next.TypesError, next.NextTypes = "", p
 			}
-			next.Types, next.TypesAt, next.TypesError = facts, s.Clock.Now(), ""
 		})
 	}
 	switch {
 	case s.PriceList == nil:
-		next.OnDemand, next.OnDemandError = nil, "the Price List API does not serve "+s.Region
-	case due(prev.OnDemandAt):
+		next.OnDemand, next.OnDemandError, next.NextPrices = nil, "the Price List API does not serve "+s.Region, nil
+	case s.partDue(prev.OnDemandAt, prev.NextPrices):
 		wg.Go(func() {
-			prices, tr, err := readOnDemand(ctx, s.PriceList, s.Region)
+			p := resume(prev.NextPrices)
+			q, token, tr, err := pricePages(ctx, s.PriceList, s.Region, p.Query, p.Token, pages, p.Prices)
 			pricesTraffic = tr
-			if err != nil {
-				next.OnDemandError = err.Error()
-				return
+			p.Query, p.Token, p.Pages = q, token, p.Pages+tr.Calls
+			switch {
+			case err != nil:
+				next.OnDemandError, next.NextPrices = err.Error(), keepUnlessExpired(p, err)
+			case q < len(priceQueries):
+				next.OnDemandError, next.NextPrices = "", p
+			case len(p.Prices) == 0:
+				next.OnDemandError, next.NextPrices = "reading on-demand prices: the price list has none for "+s.Region, nil
+			default:
+				next.OnDemand, next.OnDemandAt, next.OnDemandError, next.NextPrices = p.Prices, s.Clock.Now(), "", nil
 			}
-			next.OnDemand, next.OnDemandAt, next.OnDemandError = prices, s.Clock.Now(), ""
 		})
 	}
 	wg.Wait()
@@ -340,6 +392,34 @@ func (s *Source) readLive(ctx context.Context, prev Live) Live {
 		next.Failures = prev.Failures + 1
 	}
 	return next
+}
+
+// resume is a copy of a reading in progress that this tick may extend
+// without touching the book it came from (or a new one).
+func resume(p *Progress) *Progress {
+	if p == nil {
+		return &Progress{Prices: map[string]float64{}}
+	}
+	c := *p
+	c.Types = slices.Clip(p.Types)
+	c.Prices = maps.Clone(p.Prices)
+	if c.Prices == nil {
+		c.Prices = map[string]float64{}
+	}
+	return &c
+}
+
+// keepUnlessExpired keeps a reading's progress after a failed page, unless
+// the failure says its page token is no longer good: then it starts over.
+func keepUnlessExpired(p *Progress, err error) *Progress {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode() {
+		case "InvalidNextToken", "InvalidNextTokenException", "ExpiredNextTokenException", "InvalidPaginationToken":
+			return nil
+		}
+	}
+	return p
 }
 
 // Refresh reads offerings and current spot prices from EC2 (not the Live

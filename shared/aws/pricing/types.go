@@ -21,17 +21,22 @@ type TypesEC2 interface {
 	DescribeInstanceTypes(ctx context.Context, in *ec2.DescribeInstanceTypesInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error)
 }
 
-// readTypes lists the region's instance types (pages of 100, EC2's
-// maximum) as catalog facts. Types whose facts cannot be used (no x86_64
-// or arm64 architecture: mac, i386-only) are left out.
-func readTypes(ctx context.Context, api TypesEC2) ([]catalog.Facts, Traffic, error) {
+// typePages reads up to max pages (0: all) of the region's instance
+// types from token on (pages of 100, EC2's maximum), as catalog facts. It
+// returns the token of the next page, "" when the list is done. Types
+// whose facts cannot be used (no x86_64 or arm64 architecture: mac,
+// i386-only) are left out.
+func typePages(ctx context.Context, api TypesEC2, token string, max int) ([]catalog.Facts, string, Traffic, error) {
 	var out []catalog.Facts
 	var tr Traffic
-	pages := ec2.NewDescribeInstanceTypesPaginator(api, &ec2.DescribeInstanceTypesInput{MaxResults: aws.Int32(100)})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
+	for max == 0 || tr.Calls < max {
+		in := &ec2.DescribeInstanceTypesInput{MaxResults: aws.Int32(100)}
+		if token != "" {
+			in.NextToken = aws.String(token)
+		}
+		page, err := api.DescribeInstanceTypes(ctx, in)
 		if err != nil {
-			return nil, tr, fmt.Errorf("describing instance types: %w", err)
+			return out, token, tr, fmt.Errorf("describing instance types: %w", err)
 		}
 		tr.Calls++
 		for _, info := range page.InstanceTypes {
@@ -39,8 +44,12 @@ func readTypes(ctx context.Context, api TypesEC2) ([]catalog.Facts, Traffic, err
 				out = append(out, f)
 			}
 		}
+		token = aws.ToString(page.NextToken)
+		if token == "" {
+			break
+		}
 	}
-	return out, tr, nil
+	return out, token, tr, nil
 }
 
 // familyScheme splits a type name into category and generation, as the

@@ -91,6 +91,11 @@ const (
 	// it, up to PricingMaxAge, so a throttle costs a minute and a denied
 	// call a few calls an hour.
 	CatalogRetryMin = time.Minute
+	// CatalogPagesPerTick is how many pages of each part (instance types,
+	// on-demand prices) one tick reads: about 15 pages each make a full
+	// reading, so it takes three ticks, none of which spends more than a
+	// second or two on it; the last complete reading serves meanwhile.
+	CatalogPagesPerTick = 5
 	// CatalogReadTimeout bounds one reading of the region's instance types
 	// and on-demand prices (about 30 calls, a few seconds on Lambda), so
 	// that a slow or throttled API cannot eat a tick's minute.

@@ -305,8 +305,8 @@ func (c *Cloud) offerings(nc *karpv1.NodeClaim, view *classView) (string, []inst
 		}
 		var offs []scheduling.Offering
 		for _, o := range it.Offerings {
-			if o.Available && zones.Matches(o.Zone, true) && cts.Matches(o.CapacityType, true) && !c.ice.Unavailable(o.CapacityType, it.Name, o.Zone) &&
-				c.reservedOffering(o, resReq) {
+			if (o.Available || c.pinnedReservation(view, o, resReq)) && zones.Matches(o.Zone, true) && cts.Matches(o.CapacityType, true) &&
+				!c.ice.Unavailable(o.CapacityType, it.Name, o.Zone) && c.reservedOffering(o, resReq) {
 				offs = append(offs, o)
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
+
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/aws/awserr"
@@ -77,13 +79,21 @@ func (c *Cloud) markLaunched(id string) {
 }
 
 // markReservationsFull records the reservations a reserved launch found
-// full (or gone): nothing more launches into them this invocation.
+// full (or gone): nothing more launches into them this invocation, and its
+// reserved offering is marked unavailable like any capacity error, so the
+// next invocations (which read EC2's count afresh, and EC2 may still show
+// room it cannot give) fall back to on-demand or spot meanwhile, as
+// Karpenter's in-memory mark does until its next read.
 func (c *Cloud) markReservationsFull(id string, errs []instance.FleetError) {
 	for _, e := range errs {
 		if awserr.IsCapacityCode(e.Code) || e.Code == "InvalidCapacityReservationId.NotFound" {
 			c.resv.mu.Lock()
 			c.resv.count[id] = 0
 			c.resv.mu.Unlock()
+			if e.InstanceType != "" && e.Zone != "" {
+				c.ice.Mark(wellknown.CapacityTypeReserved, e.InstanceType, e.Zone, e.Code)
+			}
+			c.Metrics.Count("karpenter_cloudprovider_instance_launch_failures_total", 1, map[string]string{"zone": e.Zone, "capacity_type": wellknown.CapacityTypeReserved, "reason": e.Code})
 			c.Log.Info("capacity reservation unavailable", "reservation", id, "code", e.Code)
 			return
 		}
@@ -91,12 +101,47 @@ func (c *Cloud) markReservationsFull(id string, errs []instance.FleetError) {
 }
 
 // reservedOffering reports whether a reserved offering can be launched
-// into now for a claim: the reservation has room and the claim allows it.
+// into now for a claim: the claim allows it, and the reservation has room
+// or the claim is pinned to it (pinnedReservation).
 func (c *Cloud) reservedOffering(o scheduling.Offering, reservationReq *scheduling.Requirement) bool {
-	if o.CapacityType != wellknown.CapacityTypeReserved {
-		return scheduling.OfferingMatchesReservation(reservationReq, &o)
+	if !scheduling.OfferingMatchesReservation(reservationReq, &o) {
+		return false
 	}
-	return c.available(o.ReservationID) > 0 && scheduling.OfferingMatchesReservation(reservationReq, &o)
+	if o.CapacityType != wellknown.CapacityTypeReserved || pinnedTo(reservationReq, o.ReservationID) {
+		return true
+	}
+	return c.available(o.ReservationID) > 0
+}
+
+// pinnedReservation reports whether a reserved offering whose count shows
+// no room may still be tried by a claim pinned to its reservation: the
+// simulation that made the claim counted it, and a tick killed after its
+// CreateFleet may have put the claim's instance there already, which the
+// count (and a DescribeInstances that does not list the instance yet) then
+// shows as full. Launching again with the attempt's ClientToken returns
+// that instance; a reservation that is really full answers
+// ReservationCapacityExceeded, which marks it (markReservationsFull). The
+// reservation must still be one of the class's, not expiring, in its zones.
+func (c *Cloud) pinnedReservation(view *classView, o scheduling.Offering, reservationReq *scheduling.Requirement) bool {
+	if o.CapacityType != wellknown.CapacityTypeReserved || !pinnedTo(reservationReq, o.ReservationID) {
+		return false
+	}
+	zoned := false
+	for _, s := range view.nc.Status.Subnets {
+		zoned = zoned || s.Zone == o.Zone
+	}
+	for _, cr := range view.nc.Status.CapacityReservations {
+		if cr.ID == o.ReservationID {
+			return zoned && cr.State != nodeclass.ReservationStateExpiring
+		}
+	}
+	return false
+}
+
+// pinnedTo reports whether a claim's capacity-reservation-id requirement
+// names the reservation.
+func pinnedTo(r *scheduling.Requirement, id string) bool {
+	return r != nil && r.Operator() == corev1.NodeSelectorOpIn && r.Has(id)
 }
 
 // oneReservation keeps, of a reserved launch's offerings, those of the

@@ -156,3 +156,62 @@ func parsePrice(t *testing.T, s string) float64 {
 	}
 	return f
 }
+
+// TestKilledReservedTick is TestKilledTickThenFreshTick for launches into
+// a capacity reservation: two pods that need a node each, a class that
+// selects the account's targeted reservation of two m5.large. The tick is
+// killed before and after each call from the first CreateFleet on, the
+// world changes, and fresh ticks must finish with one instance per claim,
+// nothing leaked, no claim made twice, and never more instances in the
+// reservation than it holds.
+func TestKilledReservedTick(t *testing.T) {
+	w := testworld.New(t, env, "provisioner")
+	ctx := context.Background()
+	// The reservation takes a launch again once the instance of the case
+	// before is terminated (EC2 counts shutting-down ones): terminations
+	// end fast here, and each case starts a moment later (below).
+	c := newCrashWorld(t, w, func(cfg *emulator.Config) { cfg.TerminateDelay = 100 * time.Millisecond })
+	var targeted emulator.CapacityReservation
+	for _, r := range c.emu.CapacityReservations() {
+		if r.Tags["Name"] == emulator.SeededCapacityReservationName(testworld.Cluster, "targeted") {
+			targeted = r
+		}
+	}
+	class := deploy.DefaultNodeClass(testworld.Cluster, "")
+	class.Spec.CapacityReservationSelectorTerms = []awsv1.CapacityReservationSelectorTerm{{ID: targeted.ID}}
+	pool := deploy.DefaultNodePool("default", typesReq("m5.large", "c5.large"), capacityReq("reserved", "spot", "on-demand"))
+	if err := deploy.Apply(ctx, w.E.Clients, class, pool); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"web-0", "web-1"} {
+		if _, err := w.E.Clients.Core.CoreV1().Pods(w.NS).Create(ctx, webPod(w.NS, name), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.WaitUnschedulable(2)
+	if n := freshTicks(t, w, c, "warm-up", 2, 12, 5*time.Second); n > 12 {
+		t.Fatalf("the account does not converge: %+v", inspect(w, c.emu))
+	}
+	reserved := 0
+	for _, cl := range w.Claims() {
+		if cl.Labels[wellknown.CapacityReservationIDLabel] == targeted.ID {
+			reserved++
+		}
+	}
+	if reserved != 2 {
+		t.Fatalf("%d of the warm-up's claims are in the reservation, want 2: %v", reserved, launchedTypes(w))
+	}
+	most := 0
+	settle := func() {
+		c.clk.Advance(time.Second)
+		if err := c.emu.Step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := killEachCall(t, w, c, settle, "aws CreateFleet")
+	if n := c.emu.ReservationInstances(targeted.ID); n > targeted.Total {
+		t.Errorf("%d instances in a reservation of %d", n, targeted.Total)
+	}
+	most = max(most, c.emu.ReservationInstances(targeted.ID))
+	t.Logf("%d killed ticks (%d ended before their kill point); kills landed at %v; reservation holds %d of %d", r.cases, r.unreached, r.landed, most, targeted.Total)
+}

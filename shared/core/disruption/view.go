@@ -21,13 +21,14 @@ type view struct {
 	nodeOf     map[string]*corev1.Node // by NodeClaim name
 	podsOn     map[string][]*corev1.Pod
 	pending    []*corev1.Pod
-	// hosts are the nodes the CapacityBuffers' virtual pods sit on now
-	// (see world.bufferHosts): emptiness leaves them.
-	hosts map[string]int
 	pdbs       pdbLimits
 	cmds       []*Pending
 	simIndex   map[string]int // simulation node name -> index in in.Simulation.Nodes
 	typeByName map[string]map[string]*scheduling.InstanceType
+
+	// hosts are the nodes the CapacityBuffers' virtual pods sit on now
+	// (see world.bufferHosts): emptiness leaves them.
+	hosts map[string]int
 }
 
 func newCluster(in *Input) *view {

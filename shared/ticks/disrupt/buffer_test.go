@@ -44,7 +44,9 @@ func (w *world) buffer(name string, n int32, cpu string) {
 // buffer is deleted its room goes; the $/h it cost is logged.
 func TestBufferRoomIsKept(t *testing.T) {
 	w := newWorld(t)
-	w.apply(func(np *karpv1.NodePool) { np.Spec.Disruption.ConsolidateAfter = karpv1.MustParseNillableDuration("10s") })
+	w.apply(func(np *karpv1.NodePool) {
+		np.Spec.Disruption.ConsolidateAfter = karpv1.MustParseNillableDuration("10s")
+	})
 	w.deployment("web", 1, "1", nil)
 	w.buffer("headroom", 1, "1500m")
 	w.converge(1, 2*time.Minute)
@@ -88,7 +90,9 @@ func TestBufferRoomIsKept(t *testing.T) {
 // as the buffer asks for it, and deletes it once the buffer is gone.
 func TestBufferOnlyNodeIsNotEmpty(t *testing.T) {
 	w := newWorld(t)
-	w.apply(func(np *karpv1.NodePool) { np.Spec.Disruption.ConsolidateAfter = karpv1.MustParseNillableDuration("10s") })
+	w.apply(func(np *karpv1.NodePool) {
+		np.Spec.Disruption.ConsolidateAfter = karpv1.MustParseNillableDuration("10s")
+	})
 	w.buffer("headroom", 1, "1")
 	for range 20 {
 		w.provision()

@@ -80,10 +80,23 @@ func TestLiveCatalog(t *testing.T) {
 	src := func(e EC2, p PriceList) *Source {
 		return &Source{EC2: e, PriceList: p, Region: "eu-central-1", ConfigMap: cms, Namespace: "kube-system", Clock: clk}
 	}
+	// quiet keeps the spot part fresh for the rest of the test, so that
+	// every Get may read the live part (one refresh per tick).
+	quiet := func(e EC2, p PriceList) *Source {
+		q := src(e, p)
+		q.MaxAge = 100 * time.Hour
+		return q
+	}
 
-	// First read: both parts live.
+	// The first tick reads the spot prices, the next the live part.
 	b, err := src(api, prices).Get(ctx)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if b.tried || b.Live.Types != nil {
+		t.Fatalf("the first tick read both the spot prices and the live part")
+	}
+	if b, err = src(api, prices).Get(ctx); err != nil {
 		t.Fatal(err)
 	}
 	cat, fallback := b.Catalog(embedded)
@@ -122,7 +135,7 @@ func TestLiveCatalog(t *testing.T) {
 
 	// After CatalogMaxAge both parts fail: the last readings stay.
 	clk.Step(13 * time.Hour)
-	broken := src(failingTypes{api}, &fakePriceList{err: errors.New("AccessDeniedException: pricing:GetProducts")})
+	broken := quiet(failingTypes{api}, &fakePriceList{err: errors.New("AccessDeniedException: pricing:GetProducts")})
 	b3, err := broken.Get(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -139,20 +152,20 @@ func TestLiveCatalog(t *testing.T) {
 	for i, wait := range []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 10 * time.Minute, 10 * time.Minute} {
 		clk.Step(wait - 30*time.Second)
 		before := denied.calls
-		if b, err := src(failingTypes{api}, denied).Get(ctx); err != nil || denied.calls != before || b.tried {
+		if b, err := quiet(failingTypes{api}, denied).Get(ctx); err != nil || denied.calls != before || b.tried {
 			t.Fatalf("failure %d: retried after %s: calls %d err %v", i+1, wait-30*time.Second, denied.calls-before, err)
 		}
 		clk.Step(30 * time.Second)
-		b, err := src(failingTypes{api}, denied).Get(ctx)
+		b, err := quiet(failingTypes{api}, denied).Get(ctx)
 		if err != nil || denied.calls == before || !b.ReadFailed() || b.Live.Failures != i+2 {
 			t.Fatalf("failure %d: not retried after %s (failures %d)", i+1, wait, b.Live.Failures)
 		}
 	}
 	clk.Step(10 * time.Minute)
-	if _, err := src(api, prices).Get(ctx); err != nil {
+	if _, err := quiet(api, prices).Get(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b5, _ := src(api, prices).Get(ctx)
+	b5, _ := quiet(api, prices).Get(ctx)
 	if b5.Live.TypesError != "" || b5.Live.OnDemandError != "" {
 		t.Fatalf("not recovered: %+v", b5.Live)
 	}
@@ -180,6 +193,9 @@ func TestLiveCatalogFallback(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			src := &Source{EC2: tc.ec2, PriceList: tc.prices, Region: tc.region, ConfigMap: fake.NewClientset().CoreV1(), Namespace: "kube-system", Clock: clk}
+			if _, err := src.Get(ctx); err != nil { // the spot part
+				t.Fatal(err)
+			}
 			b, err := src.Get(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -251,8 +267,10 @@ func TestUnsavedBookIsReused(t *testing.T) {
 	})
 	api, prices := &fakeEC2{now: clk.Now()}, &fakePriceList{price: "0.1"}
 	src := &Source{EC2: api, PriceList: prices, Region: "eu-central-1", ConfigMap: cs.CoreV1(), Namespace: "kube-system", Clock: clk}
-	if _, err := src.Get(ctx); err != nil {
-		t.Fatal(err)
+	for range 2 { // the spot part, then the live part
+		if _, err := src.Get(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	calls, pcalls := api.calls, prices.calls
 	clk.Step(time.Minute)
@@ -302,7 +320,10 @@ func TestLiveCatalogIsReadAFewPagesATick(t *testing.T) {
 	cms := fake.NewClientset().CoreV1()
 	api := &pagedEC2{fakeEC2: &fakeEC2{now: clk.Now()}, n: 7}
 	src := func() *Source {
-		return &Source{EC2: api, PriceList: &fakePriceList{price: "0.1"}, Region: "eu-central-1", ConfigMap: cms, Namespace: "kube-system", Clock: clk, PagesPerTick: 3}
+		return &Source{EC2: api, PriceList: &fakePriceList{price: "0.1"}, Region: "eu-central-1", ConfigMap: cms, Namespace: "kube-system", Clock: clk, PagesPerTick: 3, MaxAge: 100 * time.Hour}
+	}
+	if _, err := src().Get(ctx); err != nil { // the spot part
+		t.Fatal(err)
 	}
 	b, err := src().Get(ctx)
 	if err != nil {

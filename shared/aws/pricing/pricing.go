@@ -211,7 +211,9 @@ func (s *Source) Get(ctx context.Context) (*Book, error) {
 		stale = s.unsaved()
 	}
 	spotDue := stale == nil || s.Clock.Since(stale.UpdatedAt) >= maxAge
-	liveDue := s.liveDue(stale, maxAge)
+	// One refresh per tick: the Live part waits for a tick that does not
+	// also read the spot prices, so no tick pays for both.
+	liveDue := !spotDue && s.liveDue(stale)
 	if !spotDue && !liveDue {
 		return stale, nil
 	}
@@ -300,8 +302,8 @@ func (s *Source) remember(version string, b *Book) {
 // liveDue says whether the Live part should be read: never read for this
 // region, a reading older than CatalogMaxAge, or one in progress; after a
 // failure, only once its backoff (CatalogRetryMin doubled per failure in a
-// row, at most retryMax) has passed.
-func (s *Source) liveDue(b *Book, retryMax time.Duration) bool {
+// row, at most PricingMaxAge) has passed.
+func (s *Source) liveDue(b *Book) bool {
 	if b == nil || b.Live.Region != s.Region {
 		return true
 	}
@@ -313,7 +315,7 @@ func (s *Source) liveDue(b *Book, retryMax time.Duration) bool {
 		return true
 	}
 	retry := timing.CatalogRetryMin << min(l.Failures-1, 10)
-	return s.Clock.Since(l.TriedAt) >= min(retry, retryMax)
+	return s.Clock.Since(l.TriedAt) >= min(retry, timing.PricingMaxAge)
 }
 
 // partDue says whether a part is to be read (on): in progress, never

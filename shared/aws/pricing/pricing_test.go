@@ -74,6 +74,9 @@ func TestBookIsReadFromEC2OnceAndReused(t *testing.T) {
 	if _, ok := b.SpotPrice("m5.large", "us-west-2b"); ok {
 		t.Error("an unparseable price was kept")
 	}
+	if _, err := src.Get(ctx); err != nil { // the live part, read on the next tick
+		t.Fatal(err)
+	}
 	calls := api.calls
 	// A later, cold invocation reads the ConfigMap instead of EC2.
 	clk.Step(5 * time.Minute)

@@ -3,6 +3,7 @@ package provision_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,9 +15,11 @@ import (
 
 	cbv1 "github.com/karpless/karpless/shared/apis/autoscaling/v1beta1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/local/deploy"
 	"github.com/karpless/karpless/shared/local/emulator"
 	"github.com/karpless/karpless/shared/local/testworld"
+	"github.com/karpless/karpless/shared/ticks/provision"
 )
 
 // chunkCPU is a buffer chunk's request in these scenarios: 900m, so that
@@ -259,4 +262,57 @@ func TestBufferLimits(t *testing.T) {
 	}
 	assertOneInstancePerClaim(t, w.Emu)
 	w.AssertNoLeaks()
+}
+
+// TestBufferKilledTickThenFreshTick kills the provisioner tick before and
+// after each Kubernetes write and each CreateFleet an undisturbed tick
+// makes for a buffer of four 900m chunks (two m5.large), in the hostile
+// world; fresh ticks must then end with exactly two launched claims: the
+// in-flight claims of a killed tick hold the virtual pods, so no second
+// claim is made for them, and nothing is launched twice or leaked.
+func TestBufferKilledTickThenFreshTick(t *testing.T) {
+	w := testworld.New(t, env, "provisioner")
+	ctx := context.Background()
+	w.Apply(deploy.DefaultNodePool("default", typesReq("m5.large"), capacityReq("on-demand")))
+	pt := podTemplate(t, w, "chunk", chunkCPU)
+	createBuffer(t, w, "headroom", cbv1.CapacityBufferSpec{PodTemplateRef: &cbv1.LocalObjectRef{Name: pt.Name}, Replicas: new(int32(4))})
+	c := newCrashWorld(t, w)
+	if n := freshTicks(t, w, c, "warm-up", 2, 12, 5*time.Second); n > 12 {
+		t.Fatalf("the account does not converge: %+v", inspect(w, c.emu))
+	}
+	c.reset(t, w)
+	counter := &testworld.KillSwitch{}
+	if _, err := killableEnv(t, w, c.emu, counter, c.clk).Provisioner().Run(ctx, "baseline"); err != nil {
+		t.Logf("undisturbed tick: %v", err)
+	}
+	calls := counter.Calls()
+	cases := 0
+	for at := 1; at <= len(calls); at++ {
+		if !strings.HasPrefix(calls[at-1], "kube ") && !strings.Contains(calls[at-1], "CreateFleet") {
+			continue
+		}
+		for _, after := range []bool{false, true} {
+			cases++
+			c.reset(t, w)
+			k := &testworld.KillSwitch{At: at, After: after}
+			_, _ = killableEnv(t, w, c.emu, k, c.clk).Provisioner().Run(ctx, fmt.Sprintf("killed-%d-%v", at, after))
+			// The dead tick's lease would expire before the next scheduled
+			// tick; remove it rather than skip its 30 s (as killEachCall).
+			_ = w.E.Clients.Core.CoordinationV1().Leases(config.DefaultNamespace).Delete(ctx, provision.LeaseName, metav1.DeleteOptions{})
+			// Ticks a few seconds apart (an instance EC2 lists late), then
+			// half a minute apart (a token waiting for evidence of its launch).
+			n := freshTicks(t, w, c, fmt.Sprintf("fresh-%d-%v", at, after), 2, 3, 4*time.Second)
+			if n > 3 {
+				n = 3 + freshTicks(t, w, c, fmt.Sprintf("fresh-%d-%v-late", at, after), 2, 3, 30*time.Second)
+			}
+			if n > 6 {
+				t.Errorf("killed %v call %d (%s): fresh ticks do not converge: %+v", map[bool]string{false: "before", true: "after"}[after], at, calls[at-1], inspect(w, c.emu))
+				continue
+			}
+			if o := inspect(w, c.emu); o.live != 2 || len(o.problems) > 0 {
+				t.Errorf("killed %v call %d (%s): %d live claims (want 2), problems %v", map[bool]string{false: "before", true: "after"}[after], at, calls[at-1], o.live, o.problems)
+			}
+		}
+	}
+	t.Logf("%d kills around the %d calls of an undisturbed tick: %v", cases, len(calls), calls)
 }

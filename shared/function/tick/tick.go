@@ -6,6 +6,7 @@ package tick
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"time"
@@ -70,7 +71,44 @@ func (s Skeleton) Run(ctx context.Context, work func(ctx context.Context, l *lea
 		ctx, cancel = clockctx.WithDeadline(ctx, s.Clock, d.Add(-s.Margin))
 		defer cancel()
 	}
+	stop := s.keepAlive(ctx, l)
+	defer stop()
 	return true, work(ctx, l)
+}
+
+// keepAlive renews the lease in the background while work runs: the
+// guards renew it only before the actions they guard, and one long step
+// between them (a cluster's first pricing read, a snapshot of thousands
+// of pods on a throttled API server) must not let it expire under the
+// next tick. Hold renews only once a third of the lease has passed since
+// the last renewal, so a tick that renews on its own adds no calls. It
+// stops when the lease is lost; work's next guard then stops too.
+func (s Skeleton) keepAlive(ctx context.Context, l *lease.Lease) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := s.Clock.NewTicker(timing.LeaseRenewEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C():
+				err := l.Hold(ctx)
+				if errors.Is(err, lease.ErrLost) {
+					return
+				}
+				if err != nil && ctx.Err() == nil {
+					s.Log.Warn("renewing lease", "lease", s.Lease, "error", err)
+				}
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // flush sends the invocation's Events and metrics.

@@ -7,12 +7,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/gentype"
-	"k8s.io/client-go/util/retry"
 
 	cbv1 "github.com/karpless/karpless/shared/apis/autoscaling/v1beta1"
 	"github.com/karpless/karpless/shared/core/cluster"
@@ -141,41 +139,23 @@ func trimTemplate(t corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
 // no error (the next tick judges the new one). It reports whether it wrote.
 func (c *Clients) SetCapacityBufferStatus(ctx context.Context, b *cbv1.CapacityBuffer, want cbv1.CapacityBufferStatus) (bool, error) {
 	client := c.CapacityBuffers(b.Namespace)
-	cur, wrote := b, false
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if cur == nil {
-			fresh, err := client.Get(ctx, b.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
+	return setStatus(ctx, statusWrite[cbv1.CapacityBuffer, *cbv1.CapacityBuffer]{
+		obj:      b,
+		resource: cbv1.SchemeGroupVersion.WithResource("capacitybuffers").GroupResource(),
+		get: func(ctx context.Context, name string) (*cbv1.CapacityBuffer, error) {
+			return client.Get(ctx, name, metav1.GetOptions{})
+		},
+		update: func(ctx context.Context, b *cbv1.CapacityBuffer) (*cbv1.CapacityBuffer, error) {
+			return client.UpdateStatus(ctx, b, metav1.UpdateOptions{})
+		},
+		set: func(_, next *cbv1.CapacityBuffer) {
+			conds := next.Status.Conditions
+			next.Status = *want.DeepCopy()
+			next.Status.Conditions = conds
+			for _, w := range want.Conditions {
+				meta.SetStatusCondition(&next.Status.Conditions, w)
 			}
-			if fresh.UID != b.UID {
-				return apierrors.NewNotFound(cbv1.SchemeGroupVersion.WithResource("capacitybuffers").GroupResource(), b.Name)
-			}
-			cur = fresh
-		}
-		next := cur.DeepCopy()
-		conds := next.Status.Conditions
-		next.Status = *want.DeepCopy()
-		next.Status.Conditions = conds
-		for _, w := range want.Conditions {
-			meta.SetStatusCondition(&next.Status.Conditions, w)
-		}
-		if equality.Semantic.DeepEqual(cur.Status, next.Status) {
-			return nil
-		}
-		_, err := client.UpdateStatus(ctx, next, metav1.UpdateOptions{})
-		if err != nil {
-			cur = nil
-			return err
-		}
-		wrote = true
-		return nil
+		},
+		status: func(b *cbv1.CapacityBuffer) any { return b.Status },
 	})
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("updating status of capacitybuffer %s/%s: %w", b.Namespace, b.Name, err)
-	}
-	return wrote, nil
 }

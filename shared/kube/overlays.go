@@ -2,13 +2,9 @@ package kube
 
 import (
 	"context"
-	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/karpless/karpless/shared/apis/karpenter/v1alpha1"
 )
@@ -21,39 +17,21 @@ import (
 // is no error (the next tick judges the new one). It reports whether it
 // wrote.
 func (c *Clients) SetNodeOverlayConditions(ctx context.Context, o *v1alpha1.NodeOverlay, conds []metav1.Condition) (bool, error) {
-	cur, wrote := o, false
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if cur == nil {
-			fresh, err := c.NodeOverlays.Get(ctx, o.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
+	return setStatus(ctx, statusWrite[v1alpha1.NodeOverlay, *v1alpha1.NodeOverlay]{
+		obj:      o,
+		resource: v1alpha1.SchemeGroupVersion.WithResource("nodeoverlays").GroupResource(),
+		get: func(ctx context.Context, name string) (*v1alpha1.NodeOverlay, error) {
+			return c.NodeOverlays.Get(ctx, name, metav1.GetOptions{})
+		},
+		update: func(ctx context.Context, o *v1alpha1.NodeOverlay) (*v1alpha1.NodeOverlay, error) {
+			return c.NodeOverlays.UpdateStatus(ctx, o, metav1.UpdateOptions{})
+		},
+		set: func(cur, next *v1alpha1.NodeOverlay) {
+			for _, want := range conds {
+				want.ObservedGeneration = cur.Generation
+				meta.SetStatusCondition(&next.Status.Conditions, want)
 			}
-			if fresh.UID != o.UID {
-				return apierrors.NewNotFound(v1alpha1.SchemeGroupVersion.WithResource("nodeoverlays").GroupResource(), o.Name)
-			}
-			cur = fresh
-		}
-		next := cur.DeepCopy()
-		for _, want := range conds {
-			want.ObservedGeneration = cur.Generation
-			meta.SetStatusCondition(&next.Status.Conditions, want)
-		}
-		if equality.Semantic.DeepEqual(cur.Status, next.Status) {
-			return nil
-		}
-		_, err := c.NodeOverlays.UpdateStatus(ctx, next, metav1.UpdateOptions{})
-		if err != nil {
-			cur = nil
-			return err
-		}
-		wrote = true
-		return nil
+		},
+		status: func(o *v1alpha1.NodeOverlay) any { return o.Status },
 	})
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("updating status of nodeoverlay %s: %w", o.Name, err)
-	}
-	return wrote, nil
 }

@@ -228,7 +228,7 @@ func (s *Source) Get(ctx context.Context) (*Book, error) {
 			next.UpdatedAt, next.Zones, next.Spot = b.UpdatedAt, b.Zones, b.Spot
 		case stale == nil:
 			return nil, err
-		case !liveDue:
+		default:
 			// Offerings and spot prices move slowly: an older book is
 			// better than no pass at all (a throttled call, an outage).
 			return stale, nil

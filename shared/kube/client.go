@@ -70,6 +70,12 @@ type ByteCounter struct{ n atomic.Int64 }
 // Total is the number of response bytes read so far.
 func (c *ByteCounter) Total() int64 { return c.n.Load() }
 
+// CountBytes wraps next so that every answer's body adds to counter as it
+// is read.
+func CountBytes(next http.RoundTripper, counter *ByteCounter) http.RoundTripper {
+	return countingTransport{next: next, counter: counter}
+}
+
 type countingTransport struct {
 	next    http.RoundTripper
 	counter *ByteCounter
@@ -99,7 +105,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 func NewClients(cfg *rest.Config) (*Clients, error) {
 	counter := &ByteCounter{}
 	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{next: rt, counter: counter} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return CountBytes(rt, counter) })
 	core := rest.CopyConfig(cfg)
 	core.ContentType = "application/vnd.kubernetes.protobuf"
 	core.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"

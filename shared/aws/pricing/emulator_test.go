@@ -2,10 +2,8 @@ package pricing
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"reflect"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,34 +12,10 @@ import (
 
 	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/local/emulator"
 	"github.com/karpless/karpless/shared/local/emulator/emulatortest"
 )
-
-// countingRT counts the bytes of every answer body.
-type countingRT struct {
-	next  http.RoundTripper
-	bytes atomic.Int64
-}
-
-func (c *countingRT) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := c.next.RoundTrip(r)
-	if err == nil {
-		resp.Body = countingBody{resp.Body, &c.bytes}
-	}
-	return resp, err
-}
-
-type countingBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (b countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
-}
 
 // TestLiveReadThroughTheEmulator reads the emulated eu-central-1 through
 // the real SDK clients, with the emulator's default hostility (throttles,
@@ -53,8 +27,8 @@ func TestLiveReadThroughTheEmulator(t *testing.T) {
 	ctx := context.Background()
 	emu := emulatortest.New(t, nil, nil, func(c *emulator.Config) { c.Region = "eu-central-1" })
 	cfg := emulatortest.CarefulAWSConfig(t, emu, "provisioner")
-	rt := &countingRT{next: http.DefaultTransport}
-	cfg.HTTPClient = &http.Client{Transport: rt}
+	read := &kube.ByteCounter{}
+	cfg.HTTPClient = &http.Client{Transport: kube.CountBytes(http.DefaultTransport, read)}
 	build, err := catalog.Load()
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +40,7 @@ func TestLiveReadThroughTheEmulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	typeBytes := rt.bytes.Swap(0)
+	typeBytes := read.Total()
 	start = time.Now()
 	prices := map[string]float64{}
 	_, _, priceTraffic, err := pricePages(ctx, pricing.NewFromConfig(cfg), "eu-central-1", 0, "", 0, prices)
@@ -74,7 +48,7 @@ func TestLiveReadThroughTheEmulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	priceBytes := rt.bytes.Load()
+	priceBytes := read.Total() - typeBytes
 	t.Logf("one refresh: DescribeInstanceTypes %d pages, %d KiB, %s; GetProducts %d pages, %d KiB (price documents %d KiB), %s",
 		typesTraffic.Calls, typeBytes>>10, typesTook.Round(time.Millisecond), priceTraffic.Calls, priceBytes>>10, priceTraffic.Bytes>>10, pricesTook.Round(time.Millisecond))
 

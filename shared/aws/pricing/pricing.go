@@ -98,7 +98,6 @@ type catalogMemo struct {
 	once     sync.Once
 	cat      *catalog.Catalog
 	fallback []string
-	skipped  []string
 }
 
 // Catalog is the region's instance-type catalog as this book read it,
@@ -126,7 +125,9 @@ func (b *Book) Catalog(embedded *catalog.Catalog) (cat *catalog.Catalog, fallbac
 			m.cat = embedded
 			return
 		}
-		m.cat, m.skipped = embedded.Live(region, l.Types, l.OnDemand)
+		// Types EC2 describes with unusable facts (no ENI limits) are left
+		// out of the catalog: nothing could schedule onto them anyway.
+		m.cat, _ = embedded.Live(region, l.Types, l.OnDemand)
 	})
 	return m.cat, m.fallback
 }
@@ -222,7 +223,7 @@ func (s *Source) Get(ctx context.Context) (*Book, error) {
 		next.UpdatedAt, next.Zones, next.Spot, next.Live = stale.UpdatedAt, stale.Zones, stale.Spot, stale.Live
 	}
 	if spotDue {
-		b, err := s.Refresh(ctx)
+		b, err := s.refresh(ctx)
 		switch {
 		case err == nil:
 			next.UpdatedAt, next.Zones, next.Spot = b.UpdatedAt, b.Zones, b.Spot
@@ -424,9 +425,9 @@ func keepUnlessExpired(p *Progress, err error) *Progress {
 	return p
 }
 
-// Refresh reads offerings and current spot prices from EC2 (not the Live
+// refresh reads offerings and current spot prices from EC2 (not the Live
 // part).
-func (s *Source) Refresh(ctx context.Context) (*Book, error) {
+func (s *Source) refresh(ctx context.Context) (*Book, error) {
 	b := &Book{UpdatedAt: s.Clock.Now(), Zones: map[string][]string{}, Spot: map[string]map[string]float64{}}
 	offerings := ec2.NewDescribeInstanceTypeOfferingsPaginator(s.EC2, &ec2.DescribeInstanceTypeOfferingsInput{
 		LocationType: ec2types.LocationTypeAvailabilityZone, MaxResults: aws.Int32(1000),

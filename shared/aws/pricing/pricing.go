@@ -165,10 +165,21 @@ func (b *Book) SpotPrice(instanceType, zone string) (float64, bool) {
 	return p, ok
 }
 
+// Cache is what a warm container remembers of the book between
+// invocations: the last one it decoded (or read and could not save).
+type Cache struct {
+	mu sync.Mutex
+	// last is the book of ConfigMap version lastVersion, decoded once
+	// (version "": read here, not saved).
+	last        *Book
+	lastVersion string
+}
+
 // Source reads the book from the ConfigMap and refreshes it from EC2 when
 // it is older than MaxAge (or missing, or unreadable), and its Live part
 // when that is older than CatalogMaxAge. Keep one Source per warm
-// container: it remembers the last book it decoded.
+// container, or give the Sources of one container the same Cache: the
+// last book decoded is remembered there.
 type Source struct {
 	EC2 EC2
 	// PriceList reads on-demand prices; nil where the region has no Price
@@ -184,12 +195,17 @@ type Source struct {
 	// timing.CatalogPagesPerTick).
 	PagesPerTick int
 	Clock        clock.PassiveClock
+	// Cache is the container's memory of the book (nil: the Source's own).
+	Cache *Cache
 
-	mu sync.Mutex
-	// last is the book of ConfigMap version lastVersion, decoded once
-	// (version "": read here, not saved).
-	last        *Book
-	lastVersion string
+	own Cache
+}
+
+func (s *Source) cache() *Cache {
+	if s.Cache != nil {
+		return s.Cache
+	}
+	return &s.own
 }
 
 // Get returns a book no older than MaxAge.
@@ -268,12 +284,13 @@ func (s *Source) Get(ctx context.Context) (*Book, error) {
 // decoded is the book in cm, decoded once per version; nil if it does
 // not decode.
 func (s *Source) decoded(cm *corev1.ConfigMap) *Book {
-	s.mu.Lock()
-	if s.last != nil && s.lastVersion == cm.ResourceVersion {
-		defer s.mu.Unlock()
-		return s.last
+	c := s.cache()
+	c.mu.Lock()
+	if c.last != nil && c.lastVersion == cm.ResourceVersion {
+		defer c.mu.Unlock()
+		return c.last
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 	b, err := decode(cm.BinaryData["book"])
 	if err != nil {
 		return nil
@@ -284,20 +301,22 @@ func (s *Source) decoded(cm *corev1.ConfigMap) *Book {
 
 // unsaved is the book this container read but could not save, if any.
 func (s *Source) unsaved() *Book {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.lastVersion == "" {
-		return s.last
+	c := s.cache()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lastVersion == "" {
+		return c.last
 	}
 	return nil
 }
 
 func (s *Source) remember(version string, b *Book) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	c := s.cache()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	keep := *b
 	keep.tried = false
-	s.last, s.lastVersion = &keep, version
+	c.last, c.lastVersion = &keep, version
 }
 
 // liveDue says whether the Live part should be read: never read for this

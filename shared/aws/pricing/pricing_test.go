@@ -125,3 +125,36 @@ func TestStaleBookWhenEC2Fails(t *testing.T) {
 		t.Errorf("stale book spot price = %v %v", p, ok)
 	}
 }
+
+// TestSourcesShareACache: Sources built afresh for each invocation of one
+// warm container decode a saved book once when they share a Cache, and a
+// Source without one decodes it again.
+func TestSourcesShareACache(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	api := &fakeEC2{now: clk.Now()}
+	cms := fake.NewClientset().CoreV1()
+	writer := &Source{EC2: api, ConfigMap: cms, Namespace: "kube-system", Clock: clk}
+	for range 2 { // offerings and spot prices, then the live part
+		if _, err := writer.Get(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	warm := &Cache{}
+	get := func(c *Cache) *Book {
+		t.Helper()
+		b, err := (&Source{EC2: api, ConfigMap: cms, Namespace: "kube-system", Clock: clk, Cache: c}).Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	get(warm) // the container's first invocation decodes the book
+	first, second := get(warm), get(warm)
+	if first != second {
+		t.Error("two Sources sharing a Cache decoded the same ConfigMap version twice")
+	}
+	if cold := get(nil); cold == first {
+		t.Error("a Source without a Cache reused another container's book")
+	}
+}

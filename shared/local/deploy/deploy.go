@@ -21,6 +21,7 @@ import (
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/app"
 	"github.com/karpless/karpless/shared/aws/awsconfig"
+	"github.com/karpless/karpless/shared/aws/pricing"
 	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
@@ -44,6 +45,10 @@ type Options struct {
 	Configure func(*config.Config)
 	// Out receives EMF metric lines (nil discards them).
 	Out io.Writer
+	// Warm is what a warm container remembers between invocations (the
+	// pricing book it decoded last): envs given the same one run as
+	// invocations of one container. Nil is a cold start.
+	Warm *pricing.Cache
 }
 
 // NewEnv builds an app.Env whose AWS clients talk to the emulator and whose
@@ -97,6 +102,7 @@ func NewEnv(emu *emulator.Emulator, kc *kube.Clients, o Options) (*app.Env, erro
 	cluster := eksauth.New(eksauth.ClusterSource{Name: cfg.ClusterName, EKS: eks.NewFromConfig(awsCfg)})
 	env := &app.Env{Config: cfg, AWS: clients, Cluster: cluster, Kube: kc, Catalog: cat, Log: o.Log, Clock: o.Clock, Out: o.Out}
 	env.Prices = env.NewPrices()
+	env.Prices.Cache = o.Warm
 	return env, nil
 }
 

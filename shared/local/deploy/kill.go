@@ -77,3 +77,38 @@ func (k *KillSwitch) Calls() []string {
 	defer k.mu.Unlock()
 	return append([]string(nil), k.calls...)
 }
+
+// Gap is one point between the calls of an invocation that makes its
+// calls one at a time: before call At, or, with After, after it.
+type Gap struct {
+	At    int
+	After bool
+}
+
+// Gaps are the distinct points at which an invocation of n sequential
+// calls can die: before each call, and after the last. Dying after call
+// i and dying before call i+1 leave the same world (the calls made are the
+// same, and the process's memory is lost either way), so a kill-point
+// enumeration that takes each gap once kills at every call, before and
+// after, at half the cost of taking both sides of each.
+func Gaps(n int) []Gap {
+	if n <= 0 {
+		return nil
+	}
+	gaps := make([]Gap, 0, n+1)
+	for at := 1; at <= n; at++ {
+		gaps = append(gaps, Gap{At: at})
+	}
+	return append(gaps, Gap{At: n, After: true})
+}
+
+// Switch is a KillSwitch that fires at the gap.
+func (g Gap) Switch() *KillSwitch { return &KillSwitch{At: g.At, After: g.After} }
+
+// Side is "before" or "after".
+func (g Gap) Side() string {
+	if g.After {
+		return "after"
+	}
+	return "before"
+}

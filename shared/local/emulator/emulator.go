@@ -201,6 +201,9 @@ type Emulator struct {
 	cfg   Config
 	log   *slog.Logger
 	clock clock.PassiveClock
+	// priceList is the Price List's products of the region, made once:
+	// the catalog and the region never change.
+	priceList func() []priceProduct
 
 	ln     net.Listener
 	srv    *http.Server
@@ -254,6 +257,7 @@ func New(cfg Config) (*Emulator, error) {
 		wake:   make(chan struct{}),
 	}
 	e.hostile = newHostility(*cfg.Hostility, cfg.Seed)
+	e.priceList = sync.OnceValue(e.allProducts)
 	e.world.init()
 	if !cfg.Empty {
 		e.seed()

@@ -155,6 +155,22 @@ func (e *Emulator) products(t *catalog.InstanceType) []priceProduct {
 	}
 }
 
+// allProducts are the region's priced products, every type's.
+func (e *Emulator) allProducts() []priceProduct {
+	var all []priceProduct
+	for _, t := range e.cfg.Catalog.All() {
+		if t.OnDemandPrice <= 0 {
+			continue
+		}
+		for _, p := range e.products(t) {
+			if p.price > 0 {
+				all = append(all, p)
+			}
+		}
+	}
+	return all
+}
+
 // getProducts answers GetProducts for ServiceCode AmazonEC2 with TERM_MATCH
 // (or EQUALS) filters on any attribute, pages of MaxResults (1..100,
 // default 100). Each PriceList entry is a JSON document in a string, as
@@ -181,14 +197,9 @@ func (e *Emulator) getProducts(r *request) (any, *apiError) {
 		return nil, &apiError{Code: "InvalidParameterException", Message: "MaxResults must be between 1 and 100.", Status: 400}
 	}
 	var matched []priceProduct
-	for _, t := range e.cfg.Catalog.All() {
-		if t.OnDemandPrice <= 0 {
-			continue
-		}
-		for _, p := range e.products(t) {
-			if p.price > 0 && matchProduct(p.attrs, in.Filters) {
-				matched = append(matched, p)
-			}
+	for _, p := range e.priceList() {
+		if matchProduct(p.attrs, in.Filters) {
+			matched = append(matched, p)
 		}
 	}
 	params := r.params

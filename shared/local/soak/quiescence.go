@@ -112,7 +112,7 @@ func (r *runner) compare(ctx context.Context) (comparison, error) {
 	if err != nil {
 		return c, err
 	}
-	env, err := w.env("provisioner", "fresh-simulation", &deploy.KillSwitch{})
+	env, err := w.env("provisioner", "fresh-simulation", &deploy.KillSwitch{}, nil)
 	if err != nil {
 		return c, err
 	}

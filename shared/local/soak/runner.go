@@ -243,7 +243,8 @@ func (r *runner) invoke(ctx context.Context, identity string, timeout time.Durat
 		ks.At, ks.After = 1+w.intn(maxKillPoint), w.chance(0.5)
 	}
 	holder := fmt.Sprintf("%s-%d", identity, n)
-	env, err := w.env(identity, holder, ks)
+	warm := w.container(identity)
+	env, err := w.env(identity, holder, ks, warm)
 	if err != nil {
 		w.inv.note("%s could not start: %v", holder, err)
 		return
@@ -277,6 +278,7 @@ func (r *runner) invoke(ctx context.Context, identity string, timeout time.Durat
 			w.inv.note("%s killed at %s", holder, at)
 			return
 		}
+		w.release(identity, warm)
 		if err != nil {
 			line += fmt.Sprintf(" [errors: %v]", err)
 		}

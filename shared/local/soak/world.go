@@ -27,6 +27,7 @@ import (
 	"github.com/karpless/karpless/shared/apis/crds"
 	"github.com/karpless/karpless/shared/app"
 	"github.com/karpless/karpless/shared/aws/awsconfig"
+	"github.com/karpless/karpless/shared/aws/pricing"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/kube"
@@ -69,6 +70,34 @@ type world struct {
 	// afterMoves says whether the world may move between a function's read
 	// and its action (not while settling).
 	afterMoves func() bool
+
+	// idle are each function's warm Lambda containers between
+	// invocations: an invocation takes one (or starts cold) and gives it
+	// back unless it was killed; invocations at once never share one.
+	idleMu sync.Mutex
+	idle   map[string][]*pricing.Cache
+}
+
+// container is a warm container of the function, or a cold one.
+func (w *world) container(identity string) *pricing.Cache {
+	w.idleMu.Lock()
+	defer w.idleMu.Unlock()
+	if n := len(w.idle[identity]); n > 0 {
+		c := w.idle[identity][n-1]
+		w.idle[identity] = w.idle[identity][:n-1]
+		return c
+	}
+	return &pricing.Cache{}
+}
+
+// release keeps the container of an invocation that ended for the next.
+func (w *world) release(identity string, c *pricing.Cache) {
+	w.idleMu.Lock()
+	defer w.idleMu.Unlock()
+	if w.idle == nil {
+		w.idle = map[string][]*pricing.Cache{}
+	}
+	w.idle[identity] = append(w.idle[identity], c)
 }
 
 func (w *world) now() time.Time       { return w.clk.Now() }
@@ -172,7 +201,7 @@ func (w *world) close() {
 // env builds one invocation's engines, as a Lambda container would, with
 // the Kubernetes API's hostility, the invocation's kill switch and the
 // invariant recorders in front of both edges.
-func (w *world) env(identity, holder string, ks *deploy.KillSwitch) (*app.Env, error) {
+func (w *world) env(identity, holder string, ks *deploy.KillSwitch, warm *pricing.Cache) (*app.Env, error) {
 	cfg := rest.CopyConfig(w.ctl.RESTConfig)
 	cfg.Wrap(w.kchaos.Wrap)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &kubeEdge{next: rt, w: w, ks: ks, who: identity} })
@@ -181,7 +210,7 @@ func (w *world) env(identity, holder string, ks *deploy.KillSwitch) (*app.Env, e
 		return nil, err
 	}
 	a, err := deploy.NewEnv(w.emu, kc, deploy.Options{
-		Identity: identity, Clock: w.clk, Log: w.log.With("function", identity, "invocation", holder),
+		Identity: identity, Clock: w.clk, Log: w.log.With("function", identity, "invocation", holder), Warm: warm,
 		Configure: func(c *config.Config) {
 			c.WatchWindow = timing.DefaultWatchWindow
 			// Karpenter's feature gate; off, spot nodes are only ever

@@ -50,6 +50,9 @@ type World struct {
 	// Chaos is the Kubernetes API's hostility the engines' clients meet;
 	// its Stats say how often it answered in their place.
 	Chaos *kubechaos.Chaos
+	// Warm is the memory of the warm container App's invocations run in;
+	// envs a test builds for invocations that are not killed share it.
+	Warm *pricing.Cache
 }
 
 // SkewClock is the wall clock plus an offset the test moves forward, so
@@ -133,11 +136,12 @@ func New(t testing.TB, env *kubetest.Env, identity string, opts ...Option) *Worl
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := deploy.NewEnv(emu, kc, deploy.Options{Identity: identity, Clock: clk})
+	warm := &pricing.Cache{}
+	a, err := deploy.NewEnv(emu, kc, deploy.Options{Identity: identity, Clock: clk, Warm: warm})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &World{T: t, E: e, Emu: emu, App: a, NS: e.Namespace(t), Clock: clk, Chaos: chaos}
+	w := &World{T: t, E: e, Emu: emu, App: a, NS: e.Namespace(t), Clock: clk, Chaos: chaos, Warm: warm}
 	t.Cleanup(w.cleanup)
 	return w
 }

@@ -84,6 +84,9 @@ type world struct {
 	// kubeChaos is the Kubernetes API's hostility the engines meet
 	// (kubechaos.Defaults unless a test says otherwise, and why).
 	kubeChaos kubechaos.Config
+	// warm is the memory of the warm container the passes run in; a
+	// killed pass's container is a new one.
+	warm pricing.Cache
 }
 
 // newWorld starts a scenario on the emulator's default hostility (opts
@@ -191,7 +194,11 @@ func (w *world) env(k *testworld.KillSwitch) *app.Env {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	a, err := deploy.NewEnv(w.emu, kc, deploy.Options{Identity: "disruption", MaxAttempts: 1, Clock: w.clk, Configure: func(c *config.Config) { c.WatchWindow = 0 }})
+	o := deploy.Options{Identity: "disruption", MaxAttempts: 1, Clock: w.clk, Configure: func(c *config.Config) { c.WatchWindow = 0 }}
+	if k == nil {
+		o.Warm = &w.warm
+	}
+	a, err := deploy.NewEnv(w.emu, kc, o)
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -527,26 +527,21 @@ func TestCollectKilledAtEveryCall(t *testing.T) {
 	if len(baseline) == 0 {
 		t.FailNow()
 	}
-	for at := 1; at <= len(baseline); at++ {
-		for i, after := range []bool{false, true} {
-			when := "before"
-			if after {
-				when = "after"
+	for i, gap := range deploy.Gaps(len(baseline)) {
+		at, when := gap.At, gap.Side()
+		ch := gcChanges[i%len(gcChanges)]
+		name := fmt.Sprintf("%s call %d (%s)", when, at, baseline[at-1])
+		testworld.KillCase(t, name, 3, func(t *testing.T, diverged func(string, ...any)) {
+			w := newGCWorld(t)
+			k := gap.Switch()
+			w.collect(k)
+			got := k.Calls()
+			if !k.Dead() || len(got) != at || instanceIDRE.ReplaceAllString(got[at-1], "<id>") != baseline[at-1] {
+				diverged("the killed collection did not reach call %d of the baseline; it made %v", at, got)
 			}
-			ch := gcChanges[(at+i)%len(gcChanges)]
-			name := fmt.Sprintf("%s call %d (%s)", when, at, baseline[at-1])
-			testworld.KillCase(t, name, 3, func(t *testing.T, diverged func(string, ...any)) {
-				w := newGCWorld(t)
-				k := &deploy.KillSwitch{At: at, After: after}
-				w.collect(k)
-				got := k.Calls()
-				if !k.Dead() || len(got) != at || instanceIDRE.ReplaceAllString(got[at-1], "<id>") != baseline[at-1] {
-					diverged("the killed collection did not reach call %d of the baseline; it made %v", at, got)
-				}
-				ch.apply(w)
-				t.Logf("killed %s call %d; then %s", when, at, ch.name)
-				w.converge()
-			})
-		}
+			ch.apply(w)
+			t.Logf("killed %s call %d; then %s", when, at, ch.name)
+			w.converge()
+		})
 	}
 }

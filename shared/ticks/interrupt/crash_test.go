@@ -358,34 +358,30 @@ func TestKilledBatchThenRedelivery(t *testing.T) {
 	calls := counter.Calls()
 	t.Logf("an undisturbed batch makes %d external calls: %v", len(calls), calls)
 	n := 0
-	for at := 1; at <= len(calls); at++ {
-		for _, after := range []bool{false, true} {
-			when := "before"
-			if after {
-				when = "after"
+	// Each gap between calls is killed once (deploy.Gaps) and meets the
+	// changes in turn; right after a CreateFleet (an instance may run that
+	// the dead invocation never heard of), every change.
+	for i, gap := range deploy.Gaps(len(calls)) {
+		at, when := gap.At, gap.Side()
+		made := at - 1 // the last call the dead invocation sent
+		if gap.After {
+			made = at
+		}
+		cases := []batchChange{batchChanges[i%len(batchChanges)]}
+		if made > 0 && strings.Contains(calls[made-1], "CreateFleet") {
+			cases = batchChanges
+		}
+		for _, change := range cases {
+			n++
+			k := gap.Switch()
+			start := time.Now()
+			name := fmt.Sprintf("%s call %d (%s), then %s", when, at, calls[at-1], change.name)
+			runCase(name, k, &change, n)
+			if !k.Dead() {
+				t.Logf("%s: the invocation ended before its kill point", name)
 			}
-			// Each of before and after meets every change in turn; around
-			// a CreateFleet, every change.
-			shift := 0
-			if after {
-				shift = 2
-			}
-			cases := []batchChange{batchChanges[(at-1+shift)%len(batchChanges)]}
-			if strings.Contains(calls[at-1], "CreateFleet") {
-				cases = batchChanges
-			}
-			for _, change := range cases {
-				n++
-				k := &testworld.KillSwitch{At: at, After: after}
-				start := time.Now()
-				name := fmt.Sprintf("%s call %d (%s), then %s", when, at, calls[at-1], change.name)
-				runCase(name, k, &change, n)
-				if !k.Dead() {
-					t.Logf("%s: the invocation ended before its kill point", name)
-				}
-				if testing.Verbose() {
-					t.Logf("%s: done in %s", name, time.Since(start).Round(time.Millisecond))
-				}
+			if testing.Verbose() {
+				t.Logf("%s: done in %s", name, time.Since(start).Round(time.Millisecond))
 			}
 		}
 	}

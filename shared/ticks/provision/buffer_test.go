@@ -282,7 +282,7 @@ func TestBufferKilledTickThenFreshTick(t *testing.T) {
 	}
 	c.reset(t, w)
 	counter := &testworld.KillSwitch{}
-	if _, err := killableEnv(t, w, c.emu, counter, c.clk).Provisioner().Run(ctx, "baseline"); err != nil {
+	if _, err := killableEnv(t, w, c, counter).Provisioner().Run(ctx, "baseline"); err != nil {
 		t.Logf("undisturbed tick: %v", err)
 	}
 	calls := counter.Calls()
@@ -295,7 +295,7 @@ func TestBufferKilledTickThenFreshTick(t *testing.T) {
 			cases++
 			c.reset(t, w)
 			k := &testworld.KillSwitch{At: at, After: after}
-			_, _ = killableEnv(t, w, c.emu, k, c.clk).Provisioner().Run(ctx, fmt.Sprintf("killed-%d-%v", at, after))
+			_, _ = killableEnv(t, w, c, k).Provisioner().Run(ctx, fmt.Sprintf("killed-%d-%v", at, after))
 			// The dead tick's lease would expire before the next scheduled
 			// tick; remove it rather than skip its 30 s (as killEachCall).
 			_ = w.E.Clients.Core.CoordinationV1().Leases(config.DefaultNamespace).Delete(ctx, provision.LeaseName, metav1.DeleteOptions{})

@@ -239,7 +239,7 @@ func TestStaticKilledBetweenCreateAndLaunch(t *testing.T) {
 		name := fmt.Sprintf("%s %s #%d", when, strings.TrimPrefix(k.prefix, "kube "), k.nth)
 		t.Run(name, func(t *testing.T) {
 			c.reset(t, w)
-			_, _ = killableEnvWith(t, w, c.emu, k, c.clk, nil).Provisioner().Run(context.Background(), "killed")
+			_, _ = killableEnvWith(t, w, c, k, nil).Provisioner().Run(context.Background(), "killed")
 			if !k.shot {
 				t.Skipf("the tick ended before the kill point (a hostile answer): %+v", inspect(w, c.emu))
 			}

@@ -123,7 +123,7 @@ func TestKilledWatchWindowThenFreshTick(t *testing.T) {
 			done := make(chan struct{})
 			// A batch closes 200 ms after its last pod (1 s in Lambda), so
 			// that the case does not wait for it.
-			env := killableEnvWith(t, w, c.emu, k, c.clk, func(cfg *config.Config) {
+			env := killableEnvWith(t, w, c, k, func(cfg *config.Config) {
 				cfg.WatchWindow, cfg.BatchIdle = 10*time.Minute, 200*time.Millisecond
 			})
 			go func() {

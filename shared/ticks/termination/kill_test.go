@@ -671,35 +671,30 @@ func TestTerminationKilledAtEveryCall(t *testing.T) {
 		t.FailNow()
 	}
 	for pass, calls := range baseline {
-		for at := 1; at <= len(calls); at++ {
-			for _, after := range []bool{false, true} {
-				when := "before"
-				if after {
-					when = "after"
-				}
-				name := fmt.Sprintf("pass %d %s call %d (%s)", pass+1, when, at, calls[at-1])
-				testworld.KillCase(t, name, 3, func(t *testing.T, diverged func(string, ...any)) {
-					w := newWorld(t)
-					for i := range pass {
-						k := &deploy.KillSwitch{}
-						w.pass(k)
-						if got := w.normalizeAll(k.Calls()); strings.Join(got, "\n") != strings.Join(baseline[i], "\n") {
-							diverged("pass %d made %v, the baseline %v", i+1, got, baseline[i])
-						}
-						w.next()
-					}
-					k := &deploy.KillSwitch{At: at, After: after}
+		for _, gap := range deploy.Gaps(len(calls)) {
+			at, when := gap.At, gap.Side()
+			name := fmt.Sprintf("pass %d %s call %d (%s)", pass+1, when, at, calls[at-1])
+			testworld.KillCase(t, name, 3, func(t *testing.T, diverged func(string, ...any)) {
+				w := newWorld(t)
+				for i := range pass {
+					k := &deploy.KillSwitch{}
 					w.pass(k)
-					got := w.normalizeAll(k.Calls())
-					if !k.Dead() || len(got) != at || got[at-1] != calls[at-1] {
-						diverged("the killed pass did not reach call %d of the baseline; it made %v", at, got)
+					if got := w.normalizeAll(k.Calls()); strings.Join(got, "\n") != strings.Join(baseline[i], "\n") {
+						diverged("pass %d made %v, the baseline %v", i+1, got, baseline[i])
 					}
-					t.Logf("killed pass %d %s call %d; then %s", pass+1, when, at, w.change())
 					w.next()
-					w.finish()
-					w.assertPromises()
-				})
-			}
+				}
+				k := gap.Switch()
+				w.pass(k)
+				got := w.normalizeAll(k.Calls())
+				if !k.Dead() || len(got) != at || got[at-1] != calls[at-1] {
+					diverged("the killed pass did not reach call %d of the baseline; it made %v", at, got)
+				}
+				t.Logf("killed pass %d %s call %d; then %s", pass+1, when, at, w.change())
+				w.next()
+				w.finish()
+				w.assertPromises()
+			})
 		}
 	}
 }

@@ -48,7 +48,8 @@ func testCtx(t *testing.T) context.Context {
 // starts from an empty cluster.
 func reset(t *testing.T, c *kube.Clients) {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	waitStorage(t, c)
 	if _, err := Uninstall(ctx, c, Options{RemoveUserObjects: true}); err != nil {
 		t.Fatalf("reset: %v", err)
@@ -57,7 +58,11 @@ func reset(t *testing.T, c *kube.Clients) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	// The API server's own controller finishes a CRD's deletion (its
+	// objects deleted, then the CRD); it retries with a growing backoff,
+	// which on a loaded machine (CI, the integration packages side by
+	// side) took over a minute.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
 		for _, crd := range all {
 			_, err := c.APIExtensions.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
 			if err == nil {

@@ -77,10 +77,23 @@ vet:
 ## test: everything CI runs. Integration tests need the control plane; with
 ## KARPLESS_REQUIRE_KUBE=1 a missing one is a failure, never a silent skip.
 ## The longest suites are named first: go test starts packages in the order
-## given, so they no longer start last and set the wall time alone.
-SLOW_TESTS := ./shared/ticks/provision ./shared/ticks/disrupt ./shared/ticks/interrupt ./shared/local/soak ./shared/ticks/termination ./shared/local/demo ./shared/ticks/bootstrap
+## given, so they no longer start last and set the wall time alone. The
+## provisioner's package, the longest, runs as two processes (each with its
+## own control plane) beside the rest: its tests named by PROVISION_SHARD,
+## and the others.
+SLOW_TESTS := ./shared/ticks/disrupt ./shared/ticks/interrupt ./shared/local/soak ./shared/ticks/termination ./shared/local/demo ./shared/ticks/bootstrap
+PROVISION_SHARD := ^Test(Killed|Static|Buffer)
+TEST_FLAGS := -count=1 -timeout 25m
 test: kube vet check-generated synth
-	KARPLESS_REQUIRE_KUBE=1 CDK_VALIDATION=false $(GO) test -count=1 -p $(TEST_PARALLEL) -timeout 25m $(SLOW_TESTS) ./...
+	@export KARPLESS_REQUIRE_KUBE=1 CDK_VALIDATION=false; \
+	logs=$$(mktemp -d); trap 'rm -rf $$logs' EXIT; \
+	$(GO) test $(TEST_FLAGS) -run '$(PROVISION_SHARD)' ./shared/ticks/provision > $$logs/a 2>&1 & a=$$!; \
+	$(GO) test $(TEST_FLAGS) -skip '$(PROVISION_SHARD)' ./shared/ticks/provision > $$logs/b 2>&1 & b=$$!; \
+	$(GO) test $(TEST_FLAGS) -p $(TEST_PARALLEL) $(SLOW_TESTS) $$($(GO) list ./... | grep -vx 'github.com/karpless/karpless/shared/ticks/provision'); rest=$$?; \
+	wait $$a; ra=$$?; wait $$b; rb=$$?; \
+	echo "shared/ticks/provision $(PROVISION_SHARD):"; cat $$logs/a; \
+	echo "shared/ticks/provision, the other tests:"; cat $$logs/b; \
+	exit $$(( rest || ra || rb ))
 
 unit:
 	$(GO) test -short ./...

@@ -49,7 +49,9 @@ const (
 	maxKillPoint = 30
 	// checkEvery is how often the whole world is checked.
 	checkEvery = 15 * time.Second
-	// busyStep is how far virtual time moves while something is in motion.
+	// busyStep is how far virtual time moves while something is in motion
+	// (while invocations run, times the CPU share the machine left them:
+	// pacer).
 	busyStep = 2 * time.Second
 	// stepPause lets the real-time parts (kube-scheduler,
 	// kube-controller-manager, watches) react between steps.
@@ -81,6 +83,8 @@ type runner struct {
 	wg          sync.WaitGroup
 
 	nextTick, nextCheck time.Time
+	// pace slows the clock while invocations run on a starved machine.
+	pace *pacer
 	// summary describes the cluster at quiescence.
 	summary string
 }
@@ -112,7 +116,7 @@ func runSeed(ctx context.Context, o Options, seed uint64) (res seedResult, err e
 	if err != nil {
 		return res, err
 	}
-	r := &runner{w: w, chaos: newChaos(w), queue: sqs.NewFromConfig(awsCfg), nextTick: w.now(), nextCheck: w.now()}
+	r := &runner{w: w, chaos: newChaos(w), queue: sqs.NewFromConfig(awsCfg), nextTick: w.now(), nextCheck: w.now(), pace: newPacer()}
 	w.afterMoves = func() bool { return !r.calm.Load() }
 	r.loop(ctx, w.begin.Add(o.Duration))
 	// Settling may wait out a terminationGracePeriod (10 minutes) on a
@@ -199,6 +203,9 @@ func (r *runner) advance() {
 		time.Sleep(500 * time.Microsecond)
 	}
 	step := busyStep
+	if r.active.Load() > 0 {
+		step = time.Duration(float64(step) * r.pace.Share())
+	}
 	if !r.busy() {
 		next := r.nextTick
 		if !r.calm.Load() && r.chaos.nextAt().Before(next) {

@@ -84,7 +84,8 @@ func reset(t *testing.T, c *kube.Clients) {
 // is Established). A namespaced CRD (CapacityBuffer) deleted before then
 // keeps its cleanup finalizer for a minute or more: the API server's
 // finalizer cannot list its objects ("storage is (re)initializing") and
-// retries with a growing backoff, longer than a test waits.
+// retries with a growing backoff, longer than a test waits. A test that
+// deletes the CRDs it has just installed calls it first.
 func waitStorage(t *testing.T, c *kube.Clients) {
 	t.Helper()
 	all, err := crds.All()
@@ -95,7 +96,7 @@ func waitStorage(t *testing.T, c *kube.Clients) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, crd := range all {
 		if _, err := c.APIExtensions.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{}); err != nil {
@@ -370,6 +371,7 @@ func TestUninstallKeepsCRDsUnlessAsked(t *testing.T) {
 	}
 	o := defaultOpts()
 	o.RemoveUserObjects = true
+	waitStorage(t, c) // the CRDs go next
 	res, err := Uninstall(ctx, c, o)
 	if err != nil {
 		t.Fatal(err)
@@ -457,6 +459,7 @@ func TestKilledUninstallConverges(t *testing.T) {
 				if _, err := c.NodePools.Create(ctx, user, metav1.CreateOptions{}); err != nil {
 					t.Fatal(err)
 				}
+				waitStorage(t, c) // the runs may delete the CRDs
 				done := 0
 				_, err := run(ctx, c, o, steps, func(string) error {
 					if done++; done > k {

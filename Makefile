@@ -77,23 +77,29 @@ vet:
 ## test: everything CI runs. Integration tests need the control plane; with
 ## KARPLESS_REQUIRE_KUBE=1 a missing one is a failure, never a silent skip.
 ## The longest suites are named first: go test starts packages in the order
-## given, so they no longer start last and set the wall time alone. The
-## provisioner's package, the longest, runs as two processes (each with its
-## own control plane) beside the rest: its tests named by PROVISION_SHARD,
-## and the others.
-SLOW_TESTS := ./shared/ticks/disrupt ./shared/ticks/interrupt ./shared/local/soak ./shared/ticks/termination ./shared/local/demo ./shared/ticks/bootstrap
-PROVISION_SHARD := ^Test(Killed|Static|Buffer)
+## given, so they no longer start last and set the wall time alone. The two
+## longest packages run as two processes each (each with its own control
+## plane) beside the rest: the tests SHARDS names for the package, and the
+## others.
+SLOW_TESTS := ./shared/ticks/interrupt ./shared/local/soak ./shared/ticks/termination ./shared/local/demo ./shared/ticks/bootstrap
+SHARDS := shared/ticks/provision='^Test(Killed|Static|Buffer)' shared/ticks/disrupt='^Test(Crash|Kill|Buffer|Abandon|Stale)'
 TEST_FLAGS := -count=1 -timeout 25m
 test: kube vet check-generated synth
 	@export KARPLESS_REQUIRE_KUBE=1 CDK_VALIDATION=false; \
-	logs=$$(mktemp -d); trap 'rm -rf $$logs' EXIT; \
-	$(GO) test $(TEST_FLAGS) -run '$(PROVISION_SHARD)' ./shared/ticks/provision > $$logs/a 2>&1 & a=$$!; \
-	$(GO) test $(TEST_FLAGS) -skip '$(PROVISION_SHARD)' ./shared/ticks/provision > $$logs/b 2>&1 & b=$$!; \
-	$(GO) test $(TEST_FLAGS) -p $(TEST_PARALLEL) $(SLOW_TESTS) $$($(GO) list ./... | grep -vx 'github.com/karpless/karpless/shared/ticks/provision'); rest=$$?; \
-	wait $$a; ra=$$?; wait $$b; rb=$$?; \
-	echo "shared/ticks/provision $(PROVISION_SHARD):"; cat $$logs/a; \
-	echo "shared/ticks/provision, the other tests:"; cat $$logs/b; \
-	exit $$(( rest || ra || rb ))
+	logs=$$(mktemp -d); trap 'rm -rf $$logs' EXIT; pids=(); skip=(); n=0; \
+	for shard in $(SHARDS); do \
+		pkg=$${shard%%=*}; re=$${shard#*=}; skip+=("github.com/karpless/karpless/$$pkg"); \
+		$(GO) test $(TEST_FLAGS) -run "$$re" ./$$pkg > $$logs/$$n.a 2>&1 & pids+=($$!); \
+		$(GO) test $(TEST_FLAGS) -skip "$$re" ./$$pkg > $$logs/$$n.b 2>&1 & pids+=($$!); \
+		n=$$((n+1)); \
+	done; \
+	$(GO) test $(TEST_FLAGS) -p $(TEST_PARALLEL) $(SLOW_TESTS) $$($(GO) list ./... | grep -vxF "$${skip[@]/#/-e}"); rc=$$?; \
+	for pid in "$${pids[@]}"; do wait $$pid || rc=1; done; \
+	n=0; for shard in $(SHARDS); do \
+		echo "$${shard%%=*}, tests matching $${shard#*=}:"; cat $$logs/$$n.a; \
+		echo "$${shard%%=*}, the other tests:"; cat $$logs/$$n.b; n=$$((n+1)); \
+	done; \
+	exit $$rc
 
 unit:
 	$(GO) test -short ./...

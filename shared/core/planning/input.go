@@ -64,7 +64,14 @@ func SimulationInput(snap *cluster.Snapshot, pending []*corev1.Pod, classes map[
 			sn.InFlight = !claim.IsTrue(karpv1.ConditionTypeInitialized)
 			sn.MarkedForDeletion = sn.MarkedForDeletion || claim.DeletionTimestamp != nil
 			sn.Price = claimPrice(claim, classes)
-			if len(sn.Allocatable) == 0 {
+			if sn.InFlight {
+				// Until the node is initialized, what it still reports as
+				// zero (a GPU before its device plugin runs) counts at what
+				// its claim promises, as Karpenter's state node does: else
+				// the pods made for it would get another node.
+				sn.Allocatable = promised(n.Status.Allocatable, claim.Status.Allocatable)
+				sn.Capacity = promised(n.Status.Capacity, claim.Status.Capacity)
+			} else if len(sn.Allocatable) == 0 {
 				sn.Allocatable = claim.Status.Allocatable
 			}
 			// Until the node is initialized its startup taints are expected
@@ -95,6 +102,21 @@ func SimulationInput(snap *cluster.Snapshot, pending []*corev1.Pod, classes map[
 			sn.Allocatable, sn.Capacity = smallestOf(claim, classes)
 		}
 		out.Nodes = append(out.Nodes, sn)
+	}
+	return out
+}
+
+// promised is what a node not yet initialized reports, with each resource
+// it reports as zero (or not at all) at its claim's value.
+func promised(node, claim corev1.ResourceList) corev1.ResourceList {
+	out := maps.Clone(node)
+	if out == nil {
+		out = corev1.ResourceList{}
+	}
+	for name, q := range claim {
+		if have, ok := out[name]; !ok || have.IsZero() {
+			out[name] = q
+		}
 	}
 	return out
 }

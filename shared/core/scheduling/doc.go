@@ -47,7 +47,9 @@
 // NodePool does not constrain are allowed; custom labels must come from the
 // NodePool's labels or requirements. Taints of the NodePool must be
 // tolerated (PreferNoSchedule until relaxed); startup taints and the known
-// ephemeral taints of uninitialized nodes are ignored;
+// ephemeral taints of uninitialized nodes are ignored, and their
+// resources count at least at what their NodeClaims promise
+// (shared/core/planning);
 // karpenter.sh/do-not-disrupt is not a scheduling constraint. NodePools that
 // are static (spec.replicas: shared/core/static keeps their size, not pods),
 // being deleted, or whose EC2NodeClass is missing or not ready do not launch

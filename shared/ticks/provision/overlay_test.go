@@ -181,12 +181,44 @@ func TestOverlayCapacityLetsAPodBeProvisioned(t *testing.T) {
 	if c := overlayReady(t, w, "fuse-on-m5"); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("nodeoverlay Ready = %+v, want True", c)
 	}
-	// The claim is in flight: the next tick does not make another for the
-	// same pod.
+	// The claim's node registers without the resource (its device plugin
+	// has not run): the claim stays uninitialized, and its node counts at
+	// what the claim promises, so the next tick does not make another claim
+	// for the same pod (Karpenter's issue #1459).
+	deadline := time.Now().Add(30 * time.Second)
+	for !nodeFor(t, w, nc) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the node of %s did not register", nc.Name)
+		}
+		w.Skip(5 * time.Second)
+		if err := w.Emu.Step(ctx); err != nil {
+			t.Logf("emulator step: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	provisionOnce(w, "in-flight")
 	if n := len(w.Claims()); n != 1 {
 		t.Errorf("%d claims after a second tick, want 1", n)
 	}
 	assertOneInstancePerClaim(t, w.Emu)
 	w.AssertNoLeaks()
+}
+
+// nodeFor says whether nc's node has registered, and checks it reports
+// none of the overlay's resource.
+func nodeFor(t *testing.T, w *testworld.World, nc karpv1.NodeClaim) bool {
+	t.Helper()
+	nodes, err := w.E.Clients.Core.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		if nc.Status.ProviderID != "" && n.Spec.ProviderID == nc.Status.ProviderID {
+			if q := n.Status.Allocatable[fuse]; !q.IsZero() {
+				t.Fatalf("node %s reports %s %s: the scenario needs a node without it", n.Name, fuse, q.String())
+			}
+			return true
+		}
+	}
+	return false
 }

@@ -466,11 +466,18 @@ func (w *world) assertPromises() {
 	}
 	for name := range w.onA {
 		at, deleted := w.deleted[name]
+		// A pod is deleted (not evicted) only once less than its own
+		// terminationGracePeriodSeconds is left before the claim's
+		// deadline: the web pods have 1 s, the do-not-disrupt pod 30 s.
+		grace := time.Second
+		if name == "dnd" {
+			grace = 30 * time.Second
+		}
 		switch {
 		case w.evictions[name] == 1 && !deleted:
-		case w.evictions[name] == 0 && deleted && !at.Before(w.deadline):
+		case w.evictions[name] == 0 && deleted && !at.Before(w.deadline.Add(-grace)):
 		default:
-			w.t.Errorf("pod %s left node A with %d evictions, deleted %v at %s (grace period ends %s)", name, w.evictions[name], deleted, at.Format(time.TimeOnly), w.deadline.Format(time.TimeOnly))
+			w.t.Errorf("pod %s left node A with %d evictions, deleted %v at %s (grace period ends %s, the pod's own is %s)", name, w.evictions[name], deleted, at.Format(time.TimeOnly), w.deadline.Format(time.TimeOnly), grace)
 		}
 	}
 	if w.evictions["dnd"] > 0 {
@@ -636,14 +643,14 @@ func (w *world) change() string {
 
 // TestTerminationKilledAtEveryCall retires claim A pass by pass (taint,
 // evictions the PodDisruptionBudget allows one at a time, the
-// do-not-disrupt pod left until the grace period ends, then deleted,
-// instance terminated, node and claim released) and kills, in turn, every
+// do-not-disrupt pod left until less than its own grace is left before
+// the claim's terminationGracePeriod ends, then deleted, instance terminated, node and claim released) and kills, in turn, every
 // pass before and after each of its external calls; between the kill and
 // the next pass a pod is bound to node A (once node A is gone, a pod of
 // the Deployment is deleted instead). Fresh passes then finish the job:
 // the instance ends terminated, the finalizers released, no pod evicted
-// twice, no pod killed by TerminateInstances without an eviction (or,
-// past the grace period, a deletion), nothing leaked.
+// twice, no pod killed by TerminateInstances without an eviction (or a
+// deletion once its grace no longer fits before the deadline), nothing leaked.
 func TestTerminationKilledAtEveryCall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills the calls of a real control plane's world")
@@ -651,12 +658,24 @@ func TestTerminationKilledAtEveryCall(t *testing.T) {
 	var baseline [][]string
 	t.Run("undisturbed", func(t *testing.T) {
 		w := newWorld(t)
+		var dndGrace *int64
 		for i := 0; !w.done(); i++ {
 			if i == 30 {
 				t.Fatalf("claim %s not finalized after %d passes: %s", claimA, i, w.describe())
 			}
 			k := &deploy.KillSwitch{}
 			w.pass(k)
+			if p, err := w.e.Clients.Core.CoreV1().Pods(w.ns).Get(context.Background(), "dnd", metav1.GetOptions{}); err == nil && dndGrace == nil && p.DeletionGracePeriodSeconds != nil {
+				dndGrace = p.DeletionGracePeriodSeconds
+				left := w.deadline.Sub(w.clk.Now())
+				// Deleted once less than its 30 s were left, granted what was.
+				if *dndGrace >= 30 || *dndGrace < 1 || time.Duration(*dndGrace)*time.Second > left+time.Second {
+					t.Errorf("the do-not-disrupt pod was deleted with %d s of grace, %s before the deadline; want less than its 30 s, what is left", *dndGrace, left.Round(time.Second))
+				}
+			}
+			if inst, _ := w.emu.Instance(w.idA); inst.State == emulator.StateRunning && w.clk.Now().After(w.deadline.Add(tick)) {
+				t.Errorf("instance %s of claim A still runs a pass after the terminationGracePeriod ended", w.idA)
+			}
 			var calls []string
 			for _, c := range k.Calls() {
 				calls = append(calls, w.normalize(c))
@@ -666,6 +685,9 @@ func TestTerminationKilledAtEveryCall(t *testing.T) {
 			w.next()
 		}
 		w.assertPromises()
+		if dndGrace == nil {
+			t.Error("the do-not-disrupt pod was never deleted for the terminationGracePeriod")
+		}
 	})
 	if len(baseline) == 0 {
 		t.FailNow()

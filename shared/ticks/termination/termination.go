@@ -21,6 +21,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -233,21 +234,20 @@ func (t *Terminator) podsOn(ctx context.Context, node string) ([]*corev1.Pod, er
 // It reports true when nothing evictable is left.
 func (t *Terminator) drain(ctx context.Context, nc *karpv1.NodeClaim, node *corev1.Node, pods []*corev1.Pod, deadline time.Time, s *Summary) (bool, error) {
 	now := t.Clock.Now()
-	pastDeadline := !deadline.IsZero() && !now.Before(deadline)
+	deleted, err := t.deleteExpiring(ctx, pods, deadline, now, s)
+	if err != nil {
+		return false, err
+	}
 	var groups [4][]*corev1.Pod
 	waiting := 0
 	for _, p := range pods {
-		// Pods that tolerate the disrupted taint would come straight back,
-		// and static pods cannot be evicted: neither is drained.
-		if podutil.IsTerminal(p) || podutil.IsOwnedByNode(p) || tolerates(p, wellknown.DisruptedNoScheduleTaint) {
+		if !drainable(p, now) {
 			continue
 		}
-		if podutil.IsTerminating(p) {
-			// Leaving already (evicted earlier): wait for it, never evict it
-			// again; one stuck past its grace period is not waited for.
-			if !stuckTerminating(p, now) {
-				waiting++
-			}
+		if podutil.IsTerminating(p) || deleted[p.UID] {
+			// Leaving already (evicted or deleted): wait for it, never
+			// evict it again.
+			waiting++
 			continue
 		}
 		i := 0
@@ -265,17 +265,10 @@ func (t *Terminator) drain(ctx context.Context, nc *karpv1.NodeClaim, node *core
 		}
 		blocked := 0
 		for _, p := range g {
-			if blockedByAnnotation, _ := podutil.DoNotDisrupt(p, now); blockedByAnnotation && !pastDeadline {
+			// A do-not-disrupt pod is never evicted; the terminationGracePeriod
+			// (deleteExpiring) is what ends it.
+			if blockedByAnnotation, _ := podutil.DoNotDisrupt(p, now); blockedByAnnotation {
 				blocked++
-				continue
-			}
-			// Past the grace period deadline the node must go: pods are
-			// deleted with what is left of their grace, as Karpenter does.
-			if pastDeadline {
-				if err := t.Kube.Core.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.UID}}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-					return false, fmt.Errorf("deleting pod %s/%s after the grace period: %w", p.Namespace, p.Name, err)
-				}
-				s.Evicted++
 				continue
 			}
 			ok, err := t.evict(ctx, p)
@@ -354,14 +347,66 @@ func tolerates(p *corev1.Pod, taint corev1.Taint) bool {
 	return false
 }
 
-// stuckTerminating reports a pod whose deletion is older than its grace
-// period (plus a minute of slack): its kubelet is gone or wedged.
-func stuckTerminating(p *corev1.Pod, now time.Time) bool {
-	grace := time.Duration(0)
-	if p.DeletionGracePeriodSeconds != nil {
-		grace = time.Duration(*p.DeletionGracePeriodSeconds) * time.Second
+// drainable says whether the drain waits for p: not a pod that is done,
+// nor a static pod (it cannot be evicted), nor one that tolerates the
+// disrupted taint (it would come straight back), nor one terminating for
+// over a minute past the end of its grace period (its kubelet is gone or
+// wedged). A pod's deletionTimestamp is already its deletion plus its grace.
+func drainable(p *corev1.Pod, now time.Time) bool {
+	stuck := podutil.IsTerminating(p) && now.Sub(p.DeletionTimestamp.Time) > time.Minute
+	return !podutil.IsTerminal(p) && !podutil.IsOwnedByNode(p) && !tolerates(p, wellknown.DisruptedNoScheduleTaint) && !stuck
+}
+
+// expiry is a pod the terminationGracePeriod ends: deleted now with grace
+// seconds, what is left until the deadline.
+type expiry struct {
+	pod   *corev1.Pod
+	grace int64
+}
+
+// expiring are the pods that would outlive the NodeClaim's
+// terminationGracePeriod (deadline) unless deleted now: a pod is deleted
+// once less than its own terminationGracePeriodSeconds is left before the
+// deadline, so it gets all the graceful time there is, and a pod already
+// terminating past the deadline is deleted again with less. Karpenter
+// (DeleteExpiringPods) does this past PDBs and do-not-disrupt.
+func expiring(pods []*corev1.Pod, deadline, now time.Time) []expiry {
+	if deadline.IsZero() {
+		return nil
 	}
-	return now.After(p.DeletionTimestamp.Add(grace + time.Minute))
+	var out []expiry
+	for _, p := range pods {
+		if !drainable(p, now) || p.Spec.TerminationGracePeriodSeconds == nil {
+			continue
+		}
+		if podutil.IsTerminating(p) && !p.DeletionTimestamp.After(deadline) {
+			continue // it ends by the deadline already
+		}
+		deleteAt := deadline.Add(-time.Duration(*p.Spec.TerminationGracePeriodSeconds) * time.Second)
+		if !now.After(deleteAt) {
+			continue
+		}
+		out = append(out, expiry{pod: p, grace: max(int64(deadline.Sub(now).Seconds()), 1)})
+	}
+	return out
+}
+
+// deleteExpiring deletes the expiring pods (a grace of at least a second:
+// never a forced deletion) and returns them.
+func (t *Terminator) deleteExpiring(ctx context.Context, pods []*corev1.Pod, deadline, now time.Time, s *Summary) (map[types.UID]bool, error) {
+	deleted := map[types.UID]bool{}
+	for _, e := range expiring(pods, deadline, now) {
+		p := e.pod
+		err := t.Kube.Core.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &e.grace, Preconditions: &metav1.Preconditions{UID: &p.UID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return nil, fmt.Errorf("deleting pod %s/%s for the terminationGracePeriod: %w", p.Namespace, p.Name, err)
+		}
+		deleted[p.UID] = true
+		s.Evicted++
+		t.Events.Normal(record.ObjectOf(podGVK, p), "Disrupted", "Deleting the pod to accommodate the terminationTime %s of the node. The pod was granted %d seconds of grace-period of its %d terminationGracePeriodSeconds. This bypasses the PDB of the pod and the do-not-disrupt annotation.",
+			deadline.Format(time.RFC3339), e.grace, *p.Spec.TerminationGracePeriodSeconds)
+	}
+	return deleted, nil
 }
 
 // attachedVolumes are the VolumeAttachments on node that belong to pods the

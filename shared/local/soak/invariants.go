@@ -205,8 +205,9 @@ func (v *invariants) evicted(who, ns, name string) {
 }
 
 // podDeleted checks a function's direct pod deletion: it skips the
-// Eviction API (and so the PDBs), which only a node past its
-// terminationGracePeriod allows.
+// Eviction API (and so the PDBs), which only a NodeClaim's
+// terminationGracePeriod allows, once less than the pod's own
+// terminationGracePeriodSeconds is left of it (Karpenter's rule).
 func (v *invariants) podDeleted(who, ns, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -214,9 +215,14 @@ func (v *invariants) podDeleted(who, ns, name string) {
 	if err != nil || p.Spec.NodeName == "" {
 		return
 	}
-	if nc, deadline := v.claimOfNode(ctx, p.Spec.NodeName); nc == nil || deadline.IsZero() || v.w.now().Before(deadline) {
+	nc, deadline := v.claimOfNode(ctx, p.Spec.NodeName)
+	from := deadline
+	if p.Spec.TerminationGracePeriodSeconds != nil {
+		from = deadline.Add(-time.Duration(*p.Spec.TerminationGracePeriodSeconds) * time.Second)
+	}
+	if nc == nil || deadline.IsZero() || v.w.now().Before(from) {
 		v.violate("deleted/"+ns+"/"+name, "no eviction that violates a PDB",
-			"%s deleted pod %s/%s on node %s without the Eviction API before its NodeClaim's terminationGracePeriod ran out (deadline %v)", who, ns, name, p.Spec.NodeName, deadline)
+			"%s deleted pod %s/%s on node %s without the Eviction API while more than its own grace was left of its NodeClaim's terminationGracePeriod (deadline %v)", who, ns, name, p.Spec.NodeName, deadline)
 	}
 	v.note("%s deleted pod %s/%s (past the grace period)", who, ns, name)
 }

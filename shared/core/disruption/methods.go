@@ -286,6 +286,9 @@ func (w *world) multiNode(cands []*Candidate, left map[string]int, plan *Plan) *
 				cmd.Replacements[0], cmd.PriceAfter = n, o.Price
 			}
 		}
+		if cmd != nil && !w.c.scored(cmd) {
+			cmd = nil // a Balanced pool finds it not worth its disruption
+		}
 		if cmd != nil {
 			best = cmd
 			lo = mid + 1
@@ -335,7 +338,7 @@ func (w *world) pairs(cands []*Candidate, left map[string]int, plan *Plan) *Comm
 				_, o := n.CheapestOffering()
 				cmd.Replacements[0], cmd.PriceAfter = n, o.Price
 			}
-			if cmd.Savings() > 0 {
+			if cmd.Savings() > 0 && w.c.scored(cmd) {
 				return cmd
 			}
 		}
@@ -367,6 +370,13 @@ func (w *world) singleNode(cands []*Candidate, left map[string]int, plan *Plan) 
 			return nil
 		}
 		last = cn.Name()
+		// Under the Balanced policy, a candidate whose deletion outright
+		// would not be worth its disruption is not simulated: no
+		// replacement would be either. Karpenter says nothing of these
+		// (there would be too many); neither is it an Event here.
+		if !w.c.canPass(cn) {
+			continue
+		}
 		if why := rm.hopeless(cn); why != "" {
 			plan.Unconsolidatable = append(plan.Unconsolidatable, Note{NodeClaim: cn.Name(), Node: cn.Node.Name, Message: why})
 			continue
@@ -374,6 +384,9 @@ func (w *world) singleNode(cands []*Candidate, left map[string]int, plan *Plan) 
 		cmd, why := w.consolidate(SingleNodeConsolidation, []*Candidate{cn})
 		if cmd == nil {
 			plan.Unconsolidatable = append(plan.Unconsolidatable, Note{NodeClaim: cn.Name(), Node: cn.Node.Name, Message: why})
+			continue
+		}
+		if !w.c.scored(cmd) {
 			continue
 		}
 		return cmd

@@ -157,6 +157,9 @@ type Command struct {
 	PriceBefore, PriceAfter float64
 	// Why says, for people, what the command does and why.
 	Why string
+	// Scores are the Balanced NodePools' scores of the move, nil when no
+	// candidate's NodePool has the Balanced policy.
+	Scores map[string]Score
 }
 
 // Reason is the command's disruption reason.

@@ -29,6 +29,8 @@ type view struct {
 	// hosts are the nodes the CapacityBuffers' virtual pods sit on now
 	// (see world.bufferHosts): emptiness leaves them.
 	hosts map[string]int
+	// poolTotals are the NodePools' Balanced denominators (totals).
+	poolTotals map[string]poolTotals
 }
 
 func newCluster(in *Input) *view {

@@ -105,6 +105,9 @@ type claim struct {
 	// capacity of its largest remaining type.
 	reserved   []int64
 	minRelaxed bool
+	// minVals are the minValues the claim keeps, per template.minValueKeys,
+	// once BestEffort relaxed them at its opening (nil: the NodePool's).
+	minVals []int
 	// held are the capacity reservations the claim holds (reservations.go).
 	held []string
 }
@@ -118,6 +121,7 @@ type claimEval struct {
 	price    float64
 	merge    bool
 	relaxed  bool
+	minVals  []int // the relaxed minValues, when relaxed
 	why      string
 	topoFail *group
 	// resv are the reservations the claim would hold.
@@ -341,45 +345,51 @@ func (s *solver) fitClaim(c *claim, p *podState, v *claimView, mask bitset, ev *
 		return false
 	}
 	if len(t.minValueKeys) > 0 {
-		ok, relaxed := s.checkMinValues(t, order, pos, mask, req, c.reserved)
+		ok, relaxed := s.checkMinValues(c, v, order, pos, mask, req)
 		if !ok {
 			ev.why = "minValues"
 			return false
 		}
-		ev.relaxed = relaxed
+		ev.relaxed, ev.minVals = relaxed != nil, relaxed
 	}
 	ev.order, ev.pos, ev.price = order, pos, order.price[pos]
 	return true
 }
 
-// checkMinValues counts distinct values of each minValues key across the
-// types that fit.
-func (s *solver) checkMinValues(t *template, order *priceOrder, from int, mask bitset, req []int64, budget []int64) (ok, relaxed bool) {
-	seen := make([]map[string]bool, len(t.minValueKeys))
-	for i := range seen {
-		seen[i] = map[string]bool{}
-	}
+// checkMinValues counts the distinct values of each minValues key across
+// the types that fit (from position from of order on), as Karpenter's
+// filterInstanceTypesByRequirements does. A claim that falls short fails,
+// except under BestEffort on the claim being opened, whose minValues are
+// then lowered to the counts (returned); pods added later must keep those,
+// as Karpenter relaxes only when it opens a NodeClaim.
+func (s *solver) checkMinValues(c *claim, v *claimView, order *priceOrder, from int, mask bitset, req []int64) (ok bool, relaxed []int) {
+	t := c.t
+	m := newMinValues(t.minValueKeys)
 	for i := from; i < len(order.idx); i++ {
 		ti := int(order.idx[i])
 		tt := t.types[ti]
-		if !mask.has(ti) || !fits(req, tt.alloc) || (t.hasLimits && !t.withinLimits(tt, budget)) {
+		if !mask.has(ti) || !fits(req, tt.alloc) || (t.hasLimits && !t.withinLimits(tt, c.reserved)) {
 			continue
 		}
-		for k, key := range t.minValueKeys {
-			if v, ok := tt.it.Labels[key]; ok {
-				seen[k][v] = true
+		m.add(tt, v.zm, v.ctm)
+	}
+	for k := range t.minValueKeys {
+		need, got := c.minValueOf(k), m.count(k)
+		if got >= need {
+			continue
+		}
+		if s.opts.MinValues != MinValuesBestEffort || len(c.pods) > 0 {
+			return false, nil
+		}
+		if relaxed == nil {
+			relaxed = make([]int, len(t.minValueKeys))
+			for j := range relaxed {
+				relaxed[j] = c.minValueOf(j)
 			}
 		}
+		relaxed[k] = got
 	}
-	for k, key := range t.minValueKeys {
-		if len(seen[k]) < *t.reqs[key].MinValues {
-			if s.opts.MinValues == MinValuesBestEffort {
-				return true, true
-			}
-			return false, false
-		}
-	}
-	return true, false
+	return true, relaxed
 }
 
 // newClaim opens a claim on a template.
@@ -420,7 +430,9 @@ func (s *solver) commitClaim(c *claim, p *podState, ev *claimEval) {
 	c.pods = append(c.pods, p)
 	addInto(c.req, p.req)
 	c.order, c.cursor, c.price = ev.order, ev.pos, ev.price
-	c.minRelaxed = c.minRelaxed || ev.relaxed
+	if ev.relaxed {
+		c.minRelaxed, c.minVals = true, ev.minVals
+	}
 	s.holdReservations(c, ev.resv)
 	c.ports = append(c.ports, p.ports...)
 	tt := t.types[c.order.idx[c.cursor]]

@@ -1,6 +1,7 @@
 package scheduling
 
 import (
+	"fmt"
 	"maps"
 	"sort"
 
@@ -10,8 +11,11 @@ import (
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
 
-// finalize turns a claim into the NodeClaim to create.
-func (s *solver) finalize(c *claim) *NewNodeClaim {
+// finalize turns a claim into the NodeClaim to create. It returns nil and
+// the reason when the types kept (at most Options.MaxInstanceTypes) no
+// longer meet a minValues under Strict, as Karpenter's
+// TruncateInstanceTypes fails the claim's pods.
+func (s *solver) finalize(c *claim) (*NewNodeClaim, string) {
 	t := c.t
 	out := &NewNodeClaim{
 		NodePool:      t.name,
@@ -46,6 +50,10 @@ func (s *solver) finalize(c *claim) *NewNodeClaim {
 				cts |= 1 << ct
 			}
 		}
+	}
+	minVals, relaxed, why := s.minValuesAfterCut(c, fitting)
+	if why != "" {
+		return nil, why
 	}
 	var allowedCT []string
 	for ct := 0; ct < numCT; ct++ {
@@ -99,6 +107,7 @@ func (s *solver) finalize(c *claim) *NewNodeClaim {
 	delete(reqs, wellknown.InstanceTypeLabel)
 	delete(reqs, wellknown.HostnameLabel)
 	out.Requirements = append(reqs.NodeSelectorRequirements(), itReq)
+	setMinValues(out.Requirements, t.minValueKeys, minVals)
 	sort.SliceStable(out.Requirements, func(i, j int) bool { return out.Requirements[i].Key < out.Requirements[j].Key })
 
 	out.Labels = maps.Clone(t.labels)
@@ -133,6 +142,55 @@ func (s *solver) finalize(c *claim) *NewNodeClaim {
 		addInto(req, overhead)
 	}
 	out.Requests = s.d.list(req)
-	out.MinValuesRelaxed = c.minRelaxed
-	return out
+	out.MinValuesRelaxed = c.minRelaxed || relaxed
+	return out, ""
+}
+
+// minValuesAfterCut counts the minValues keys again over the types the
+// claim keeps (the cut to Options.MaxInstanceTypes and to reserved types
+// can drop values). Under Strict a shortfall fails the claim; under
+// BestEffort the minValues are lowered to what is left, so the NodeClaim
+// never lists fewer values than its minValues (Karpenter's BestEffort
+// keeps the minValues it had, which its NodeClaim CRD may then refuse).
+func (s *solver) minValuesAfterCut(c *claim, kept []*tType) (minVals []int, relaxed bool, why string) {
+	t := c.t
+	if len(t.minValueKeys) == 0 {
+		return nil, false, ""
+	}
+	m := newMinValues(t.minValueKeys)
+	for _, tt := range kept {
+		m.add(tt, c.zm, c.ctm)
+	}
+	minVals = make([]int, len(t.minValueKeys))
+	for k, key := range t.minValueKeys {
+		need, got := c.minValueOf(k), m.count(k)
+		minVals[k] = need
+		if got >= need {
+			continue
+		}
+		if s.opts.MinValues != MinValuesBestEffort {
+			return nil, false, fmt.Sprintf("NodePool %s: the %d cheapest instance types a NodeClaim carries have %d values of %s, fewer than its minValues %d",
+				t.name, len(kept), got, key, need)
+		}
+		minVals[k], relaxed = got, true
+	}
+	return minVals, relaxed, ""
+}
+
+// setMinValues writes the claim's minValues on its requirements. A
+// minValues relaxed to nothing is dropped: the NodeClaim CRD takes 1 to 50.
+func setMinValues(reqs []karpv1.NodeSelectorRequirementWithMinValues, keys []string, vals []int) {
+	for k, key := range keys {
+		for i := range reqs {
+			if reqs[i].Key != key || reqs[i].MinValues == nil {
+				continue
+			}
+			if vals[k] < 1 {
+				reqs[i].MinValues = nil
+				continue
+			}
+			v := vals[k]
+			reqs[i].MinValues = &v
+		}
+	}
 }

@@ -34,6 +34,16 @@ func checkInvariants(t *testing.T, s *Snapshot, r *Results) {
 		for _, p := range c.Pods {
 			mark(p, fmt.Sprintf("claim#%d", i))
 		}
+		// The NodeClaim CRD's rule: an In requirement lists at least its
+		// minValues values, and minValues is 1 to 50.
+		for _, q := range c.Requirements {
+			if q.MinValues == nil {
+				continue
+			}
+			if *q.MinValues < 1 || (q.Operator == corev1.NodeSelectorOpIn && len(q.Values) < *q.MinValues) {
+				t.Fatalf("claim#%d requirement %s %s %v has minValues %d, which the NodeClaim CRD refuses", i, q.Key, q.Operator, q.Values, *q.MinValues)
+			}
+		}
 	}
 	for _, e := range r.Unschedulable {
 		mark(e.Pod, "unschedulable")

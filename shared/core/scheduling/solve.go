@@ -612,7 +612,14 @@ func (s *solver) results() *Results {
 		}
 	}
 	for _, c := range s.claims {
-		r.NewNodeClaims = append(r.NewNodeClaims, s.finalize(c))
+		n, why := s.finalize(c)
+		if n == nil {
+			for _, p := range c.pods {
+				r.Unschedulable = append(r.Unschedulable, PodError{Pod: p.pod, Reason: why})
+			}
+			continue
+		}
+		r.NewNodeClaims = append(r.NewNodeClaims, n)
 	}
 	for _, p := range s.pods {
 		if !p.placed {

@@ -22,6 +22,7 @@ import (
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/kube/lease"
@@ -155,6 +156,15 @@ func (d *Disrupter) pass(ctx context.Context, inv *invocation, sum *Summary) (ti
 	return next, errors.Join(errs...)
 }
 
+// minValuesPolicy is MIN_VALUES_POLICY for the replacements' simulation,
+// the provisioner's, as Karpenter's disruption uses its one option.
+func minValuesPolicy(c config.Config) scheduling.MinValuesPolicy {
+	if c.MinValuesBestEffortOn() {
+		return scheduling.MinValuesBestEffort
+	}
+	return scheduling.MinValuesStrict
+}
+
 // input assembles the pure core's input. The compute stops a couple of
 // seconds before the tick's deadline.
 func (d *Disrupter) input(snap *cluster.Snapshot, sim *scheduling.Snapshot, classes map[string]*scheduling.NodeClass, inv *invocation) *disruption.Input {
@@ -163,6 +173,7 @@ func (d *Disrupter) input(snap *cluster.Snapshot, sim *scheduling.Snapshot, clas
 		Cluster: snap, Simulation: sim, Classes: classes, Now: d.Clock.Now(),
 		Options: disruption.Options{
 			SpotToSpotConsolidation: d.Config.SpotToSpotConsolidation,
+			MinValues:               minValuesPolicy(d.Config),
 			Stop:                    func() bool { return d.Clock.Now().After(stopAt) },
 			ResumeSingleNodeAfter:   inv.state.resume,
 		},
@@ -431,9 +442,35 @@ func (d *Disrupter) decide(ctx context.Context, in *disruption.Input, sess Sessi
 			d.Events.Normal(record.ObjectOf(nodeClaimGVK, cn.NodeClaim), "ConsolidationCandidate", "%s (savings: $%.2f)", cmd, cmd.Savings())
 		}
 	}
+	d.approved(cmd)
 	sum.Commands = append(sum.Commands, commandOf(rec, "proposed", cmd.Why))
 	d.Log.Info("proposed disruption", "command", cmd.String(), "id", rec.ID, "why", cmd.Why)
 	return rec.ProposedAt.Add(cmd.Method.ValidationDelay()), nil
+}
+
+// approved publishes what a Balanced NodePool's score of a move was, as
+// Karpenter does: a single-node move's ConsolidationApproved Events on its
+// node and claim, a multi-node move's on each Balanced NodePool, and the
+// karpenter_consolidation_moves_total and karpenter_consolidation_score
+// metrics (only approved moves are proposed here, so only they are counted).
+func (d *Disrupter) approved(cmd *disruption.Command) {
+	if len(cmd.Scores) == 0 {
+		return
+	}
+	for pool, s := range cmd.Scores {
+		labels := map[string]string{"decision": "approved", "nodepool": pool, "policy": "Balanced"}
+		d.Metrics.Count("karpenter_consolidation_moves_total", 1, labels)
+		d.Metrics.Observe("karpenter_consolidation_score", "None", s.Value(), labels)
+		if len(cmd.Candidates) == 1 {
+			cn := cmd.Candidates[0]
+			d.Events.Normal(record.ObjectOf(nodeClaimGVK, cn.NodeClaim), "ConsolidationApproved", "%s", s)
+			if cn.Node != nil {
+				d.Events.Normal(record.ObjectOf(nodeGVK, cn.Node), "ConsolidationApproved", "%s", s)
+			}
+			continue
+		}
+		d.Events.Normal(record.Object{Kind: "NodePool", APIVersion: karpv1.SchemeGroupVersion.String(), Name: pool}, "ConsolidationApproved", "%s", s)
+	}
 }
 
 // report publishes what the computation found.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -395,5 +396,40 @@ func TestGarbageCollection(t *testing.T) {
 		return w.running(2)
 	})
 	t.Logf("collected leaked instance %s and nodeclaim %s of terminated %s", leaked, victim.Name, victimID)
+	w.assertInvariants()
+}
+
+// TestBalancedConsolidationScoresTheMove is the single-node replacement
+// under the Balanced policy: replacing the node alone in its NodePool by
+// one at a quarter of its price saves three quarters of the pool's cost
+// for all of its disruption (score 0.75, above 1/2), so the move is made, with
+// Karpenter's ConsolidationApproved Event carrying the score.
+// (shared/core/disruption TestBalancedPolicy has the moves it refuses.)
+func TestBalancedConsolidationScoresTheMove(t *testing.T) {
+	w := newWorld(t)
+	w.apply(func(np *karpv1.NodePool) { np.Spec.Disruption.ConsolidationPolicy = karpv1.ConsolidationPolicyBalanced })
+	w.deployment("big", 1, "6", nil) // an 8-vCPU node, replaced by a 2-vCPU one
+	w.deployment("small", 1, "250m", nil)
+	w.converge(2, 2*time.Minute)
+	before := w.cost()
+	if err := w.e.Clients.Core.AppsV1().Deployments(w.ns).Delete(context.Background(), "big", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.settle(20*time.Second, 3*time.Minute, func() bool {
+		w.launchBeforeDelete()
+		return w.cost() < before && len(w.live()) == 1 && w.noneDeleting() && w.running(1)
+	})
+	events, err := w.e.Clients.Core.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "reason=ConsolidationApproved"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []string
+	for _, e := range events.Items {
+		msgs = append(msgs, e.InvolvedObject.Kind+": "+e.Message)
+	}
+	if !slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(m, ">= threshold 0.50 (k: 2,") }) {
+		t.Errorf("no ConsolidationApproved Event with the score; got %v", msgs)
+	}
+	t.Logf("Balanced: $%.4f/h -> $%.4f/h; %v", before, w.cost(), msgs)
 	w.assertInvariants()
 }

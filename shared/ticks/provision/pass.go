@@ -154,7 +154,11 @@ func (p *Provisioner) provisionRound(ctx context.Context, inv *invocation, snap 
 	}
 	snap.NodeClaims = claims
 	start := p.Clock.Now()
-	results := scheduling.Solve(planning.SimulationInput(snap, pending, classes), scheduling.Provisioning())
+	opts := scheduling.Provisioning()
+	if p.Config.MinValuesBestEffortOn() {
+		opts.MinValues = scheduling.MinValuesBestEffort
+	}
+	results := scheduling.Solve(planning.SimulationInput(snap, pending, classes), opts)
 	p.Metrics.Observe("karpenter_scheduler_scheduling_duration_seconds", "Seconds", p.Clock.Since(start).Seconds(), map[string]string{"controller": "provisioner"})
 	p.Metrics.Gauge("karpenter_scheduler_queue_depth", float64(len(pending)), map[string]string{"controller": "provisioner"})
 	res.buffers.Add(results)

@@ -265,8 +265,9 @@ func instanceProfileStatements(cluster string) []awsiam.PolicyStatement {
 	}
 }
 
-// instanceProfileGCStatements: garbage collection of the instance profiles
-// of deleted EC2NodeClasses (disruption function only).
+// instanceProfileGCStatements: deleting the instance profiles made for
+// EC2NodeClasses: a deleted class's, by its finalizer (provisioner), and
+// unused ones, by garbage collection (disruption).
 func instanceProfileGCStatements(cluster string) []awsiam.PolicyStatement {
 	return []awsiam.PolicyStatement{
 		statement("AllowScopedInstanceProfileDeletionActions",

@@ -208,7 +208,7 @@ var wantActions = func() map[string][]string {
 		return out
 	}
 	return map[string][]string{
-		Provisioner:  join(read, launch, profiles, logs),
+		Provisioner:  join(read, launch, profiles, gc, logs),
 		Disruption:   join(read, launch, profiles, gc, logs),
 		Interruption: join(read, launch, sqs, logs),
 		Bootstrap:    join([]string{"eks:DescribeCluster"}, logs),

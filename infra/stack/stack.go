@@ -356,7 +356,7 @@ func (s *Stack) defineFunctions() error {
 	read := policy(ReadPolicyID, "discovery reads of the controller functions", readStatements(cluster))
 	launch := policy(LaunchPolicyID, "launch, tag and roll back this cluster's capacity", launchStatements(cluster, s.nodeRoleARNs()))
 	profiles := policy(InstanceProfilePolicyID, "create and fill this cluster's instance profiles", instanceProfileStatements(cluster))
-	profilesGC := policy(InstanceProfileGCPolicyID, "garbage-collect this cluster's instance profiles", instanceProfileGCStatements(cluster))
+	profilesGC := policy(InstanceProfileGCPolicyID, "delete this cluster's instance profiles (EC2NodeClass finalizer, garbage collection)", instanceProfileGCStatements(cluster))
 
 	clusterEnv := jsii.String(cluster)
 	nodeRoleEnv := jsii.String(s.Props.NodeRoleName)
@@ -365,8 +365,10 @@ func (s *Stack) defineFunctions() error {
 			name: Provisioner, id: "Provisioner", tick: true,
 			description: "Karpless provisioner: pending pods to NodeClaims to EC2 capacity",
 			memoryMiB:   tickMemoryMiB, timeout: tickTimeout, reserved: s.Props.ReservedConcurrency,
-			env:     map[string]*string{"CLUSTER_NAME": clusterEnv, "NODE_ROLE_NAME": nodeRoleEnv},
-			managed: []awsiam.ManagedPolicy{read, launch, profiles},
+			env: map[string]*string{"CLUSTER_NAME": clusterEnv, "NODE_ROLE_NAME": nodeRoleEnv},
+			// profilesGC: the provisioner runs the EC2NodeClass finalizer,
+			// which deletes a deleted class's instance profiles.
+			managed: []awsiam.ManagedPolicy{read, launch, profiles, profilesGC},
 		},
 		{
 			name: Disruption, id: "Disruption", tick: true,

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"k8s.io/utils/clock"
 
+	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	"github.com/karpless/karpless/shared/aws/awsconfig"
 	"github.com/karpless/karpless/shared/aws/instance"
 	"github.com/karpless/karpless/shared/aws/launchtemplate"
@@ -91,15 +92,18 @@ func (e *Env) NewPrices() *pricing.Source {
 
 // Provisioner is a provisioning engine for one invocation.
 func (e *Env) Provisioner() *provision.Provisioner {
+	resolver := &nodeclass.Resolver{
+		EC2: e.AWS.EC2, SSM: e.AWS.SSM, IAM: e.AWS.IAM, Region: e.Config.Region, Now: e.Clock.Now,
+		Validate: launchtemplate.Validate,
+	}
+	templates := &launchtemplate.Provider{EC2: e.AWS.EC2, Now: e.Clock.Now}
 	return &provision.Provisioner{
-		Config:    e.Config,
-		Kube:      e.Kube,
-		Instances: instance.NewProvider(e.AWS.EC2, e.Config.ClusterName),
-		Resolver: &nodeclass.Resolver{
-			EC2: e.AWS.EC2, SSM: e.AWS.SSM, IAM: e.AWS.IAM, Region: e.Config.Region, Now: e.Clock.Now,
-			Validate: launchtemplate.Validate,
-		},
-		Templates:  Templates{&launchtemplate.Provider{EC2: e.AWS.EC2, Now: e.Clock.Now}},
+		Config:     e.Config,
+		Kube:       e.Kube,
+		Instances:  instance.NewProvider(e.AWS.EC2, e.Config.ClusterName),
+		Resolver:   resolver,
+		Cleanup:    NodeClassCleanup{Resolver: resolver, Templates: templates},
+		Templates:  Templates{templates},
 		Prices:     e.prices(),
 		Catalog:    e.Catalog,
 		Cluster:    e.Cluster.Info,
@@ -132,6 +136,18 @@ func (t Templates) Ensure(ctx context.Context, r cloud.TemplateRequest) ([]insta
 		out[i] = instance.LaunchTemplate{Name: lt.Name, ImageID: lt.ImageID, InstanceTypes: lt.InstanceTypes}
 	}
 	return out, nil
+}
+
+// NodeClassCleanup adapts the resolver and the launch template provider to
+// the provisioner's EC2NodeClass finalizer.
+type NodeClassCleanup struct {
+	*nodeclass.Resolver
+	Templates *launchtemplate.Provider
+}
+
+// DeleteLaunchTemplates implements provision.NodeClassCleanup.
+func (c NodeClassCleanup) DeleteLaunchTemplates(ctx context.Context, cluster string, nc *awsv1.EC2NodeClass) ([]string, error) {
+	return c.Templates.DeleteForNodeClass(ctx, cluster, nc.Name)
 }
 
 // invocationID is the Lambda request id, or a fresh id outside Lambda.

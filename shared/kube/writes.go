@@ -141,27 +141,6 @@ func uidRefused(err error) bool {
 	return slices.ContainsFunc(status.Status().Details.Causes, func(c metav1.StatusCause) bool { return c.Field == "metadata.uid" })
 }
 
-// RemoveNodeClaimFinalizer drops Karpenter's termination finalizer from
-// this very claim; a claim gone needs nothing.
-func (c *Clients) RemoveNodeClaimFinalizer(ctx context.Context, nc *karpv1.NodeClaim) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := c.NodeClaims.Get(ctx, nc.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if cur.UID != nc.UID || !slices.Contains(cur.Finalizers, wellknown.TerminationFinalizer) {
-			return nil
-		}
-		cur.Finalizers = slices.DeleteFunc(cur.Finalizers, func(f string) bool { return f == wellknown.TerminationFinalizer })
-		_, err = c.NodeClaims.Update(ctx, cur, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("removing the finalizer of nodeclaim %s: %w", nc.Name, err)
-	}
-	return nil
-}
-
 // TaintDisrupted adds karpenter.sh/disrupted:NoSchedule to the node named
 // (stamped now) unless it has it, and returns the node as written or
 // found, and whether this call added the taint. A node gone is NotFound

@@ -152,7 +152,7 @@ func narrowTo(n *scheduling.NewNodeClaim, reqs scheduling.Requirements, types []
 		if r.MinValues == nil || len(types) == 0 {
 			continue
 		}
-		if got := distinctValues(types, k); got < *r.MinValues {
+		if got := scheduling.MinValuesCount(types, k, reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)); got < *r.MinValues {
 			return out, fmt.Errorf("minValues requirement is not met for label %s (%d of %d values)", k, got, *r.MinValues)
 		}
 	}
@@ -163,6 +163,7 @@ func narrowTo(n *scheduling.NewNodeClaim, reqs scheduling.Requirements, types []
 // to meet every minValues requirement.
 func minValuesNeeded(n *scheduling.NewNodeClaim) int {
 	reqs := scheduling.RequirementsFromNodePool(n.Requirements)
+	zone, ct := reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)
 	need := 0
 	for _, k := range reqs.Keys() {
 		r := reqs[k]
@@ -170,27 +171,13 @@ func minValuesNeeded(n *scheduling.NewNodeClaim) int {
 			continue
 		}
 		for i := range n.InstanceTypes {
-			if distinctValues(n.InstanceTypes[:i+1], k) >= *r.MinValues {
+			if scheduling.MinValuesCount(n.InstanceTypes[:i+1], k, zone, ct) >= *r.MinValues {
 				need = max(need, i+1)
 				break
 			}
 		}
 	}
 	return need
-}
-
-func distinctValues(types []*scheduling.InstanceType, key string) int {
-	seen := map[string]bool{}
-	for _, it := range types {
-		v := it.Labels[key]
-		if key == wellknown.InstanceTypeLabel {
-			v = it.Name
-		}
-		if v != "" {
-			seen[v] = true
-		}
-	}
-	return len(seen)
 }
 
 // cheapestAllowed is the price of the type's cheapest available offering in

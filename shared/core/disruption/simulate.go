@@ -100,7 +100,7 @@ func (w *world) simulate(cands []*Candidate, maxNew int) simulation {
 	snap.Pods = batch
 	// Karpenter's consolidation simulates in its reserved fallback mode: a
 	// pod whose reservations are all held goes to on-demand or spot.
-	res := scheduling.Solve(&snap, scheduling.Options{MaxNewNodeClaims: maxNew, ReservedFallback: true})
+	res := scheduling.Solve(&snap, scheduling.Options{MaxNewNodeClaims: maxNew, ReservedFallback: true, MinValues: c.in.Options.MinValues})
 	var failed []string
 	for _, e := range res.Unschedulable {
 		if mustMove[e.Pod] {

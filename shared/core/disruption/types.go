@@ -101,6 +101,9 @@ type Options struct {
 	// SpotToSpotConsolidation is Karpenter's feature gate: replace spot
 	// nodes with cheaper spot nodes.
 	SpotToSpotConsolidation bool
+	// MinValues is Karpenter's MIN_VALUES_POLICY, for the replacements'
+	// simulation: the provisioner's policy.
+	MinValues scheduling.MinValuesPolicy
 	// MaxMultiNodeBatch caps the candidates multi-node consolidation
 	// considers at once; 0 means 100, Karpenter's cap.
 	MaxMultiNodeBatch int

@@ -3,6 +3,7 @@ package planning
 import (
 	"maps"
 	"slices"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,9 +69,10 @@ func NodeClaimFor(np *karpv1.NodePool, nc *awsv1.EC2NodeClass, n *scheduling.New
 		// disruption function's drift check compares like with like.
 		annotations[wellknown.EC2NodeClassHashVersionAnnotation] = nc.Annotations[wellknown.EC2NodeClassHashVersionAnnotation]
 	}
-	if n.MinValuesRelaxed {
-		annotations[wellknown.NodeClaimMinValuesRelaxedAnnotation] = "true"
-	}
+	// As Karpenter's scheduler, on every NodeClaim it provisions: "true"
+	// when minValues were relaxed (MIN_VALUES_POLICY=BestEffort), else
+	// "false". The launch skips the class's context for a relaxed claim.
+	annotations[wellknown.NodeClaimMinValuesRelaxedAnnotation] = strconv.FormatBool(n.MinValuesRelaxed)
 	reqs := slices.Clone(n.Requirements)
 	if !slices.ContainsFunc(reqs, func(r karpv1.NodeSelectorRequirementWithMinValues) bool { return r.Key == wellknown.NodePoolLabel }) {
 		reqs = append(reqs, karpv1.NodeSelectorRequirementWithMinValues{Key: wellknown.NodePoolLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{np.Name}})

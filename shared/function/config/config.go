@@ -49,6 +49,11 @@ type Config struct {
 
 	// SpotToSpotConsolidation is Karpenter's feature gate of that name.
 	SpotToSpotConsolidation bool
+	// MinValuesPolicy is Karpenter's MIN_VALUES_POLICY: Strict (default)
+	// leaves pods pending when a NodePool's minValues cannot be kept;
+	// BestEffort launches with the values there are, lowering minValues on
+	// the NodeClaim and annotating it karpenter.sh/nodeclaim-min-values-relaxed.
+	MinValuesPolicy string
 	// ReservedENIs are ENIs kept out of the pod limit (--reserved-enis).
 	ReservedENIs int
 	// LogLevel is debug, info, warn or error.
@@ -58,6 +63,15 @@ type Config struct {
 // DefaultNamespace holds the functions' state (leases, ConfigMaps) and
 // their Events, where Karpenter's controller runs.
 const DefaultNamespace = "kube-system"
+
+// The values of MIN_VALUES_POLICY, Karpenter's.
+const (
+	MinValuesStrict     = "Strict"
+	MinValuesBestEffort = "BestEffort"
+)
+
+// MinValuesBestEffortOn reports whether MIN_VALUES_POLICY is BestEffort.
+func (c Config) MinValuesBestEffortOn() bool { return c.MinValuesPolicy == MinValuesBestEffort }
 
 // FromEnv reads the environment. It does not validate; call Validate.
 func FromEnv() (Config, error) {
@@ -101,6 +115,10 @@ func FromLookup(lookup func(string) (string, bool)) (Config, error) {
 			errs = append(errs, fmt.Errorf("SPOT_TO_SPOT_CONSOLIDATION=%q is not a boolean", v))
 		}
 		c.SpotToSpotConsolidation = b
+	}
+	c.MinValuesPolicy = firstNonEmpty(get("MIN_VALUES_POLICY"), MinValuesStrict)
+	if c.MinValuesPolicy != MinValuesStrict && c.MinValuesPolicy != MinValuesBestEffort {
+		errs = append(errs, fmt.Errorf("MIN_VALUES_POLICY=%q is not %s or %s", c.MinValuesPolicy, MinValuesStrict, MinValuesBestEffort))
 	}
 	if v := get("RESERVED_ENIS"); v != "" {
 		n, err := strconv.Atoi(v)

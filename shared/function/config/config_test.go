@@ -38,3 +38,24 @@ func TestInvalidSettingsNameTheVariable(t *testing.T) {
 		}
 	}
 }
+
+func TestMinValuesPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		value      string
+		bestEffort bool
+		bad        bool
+	}{
+		{"", false, false},
+		{"Strict", false, false},
+		{"BestEffort", true, false},
+		{"besteffort", false, true}, // Karpenter's values are case-sensitive
+	} {
+		c, err := FromLookup(env(map[string]string{"MIN_VALUES_POLICY": tc.value}))
+		if (err != nil) != tc.bad || (err != nil && !strings.Contains(err.Error(), "MIN_VALUES_POLICY")) {
+			t.Errorf("%q: error %v, want bad=%v naming MIN_VALUES_POLICY", tc.value, err, tc.bad)
+		}
+		if c.MinValuesBestEffortOn() != tc.bestEffort {
+			t.Errorf("%q: BestEffort %v, want %v", tc.value, c.MinValuesBestEffortOn(), tc.bestEffort)
+		}
+	}
+}

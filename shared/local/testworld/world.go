@@ -378,7 +378,9 @@ func (w *World) cleanup() {
 		w.T.Errorf("cleanup: still present after 5s: %v", left)
 	}
 	_ = c.NodePools.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
-	_ = c.EC2NodeClasses.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	if err := RemoveNodeClasses(ctx, c); err != nil {
+		w.T.Errorf("cleanup: %v", err)
+	}
 	cms := c.Core.CoreV1().ConfigMaps(config.DefaultNamespace)
 	_ = cms.Delete(ctx, unavailable.ConfigMapName, metav1.DeleteOptions{})
 	_ = cms.Delete(ctx, pricing.ConfigMapName, metav1.DeleteOptions{})

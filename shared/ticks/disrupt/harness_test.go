@@ -171,7 +171,9 @@ func resetCluster(t *testing.T, e *kubetest.Env) {
 		t.Fatalf("reset: still present after 5s: %v", left)
 	}
 	_ = c.NodePools.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
-	_ = c.EC2NodeClasses.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	if err := testworld.RemoveNodeClasses(ctx, c); err != nil {
+		t.Fatalf("reset: %v", err)
+	}
 	cms := c.Core.CoreV1().ConfigMaps(config.DefaultNamespace)
 	for _, name := range []string{unavailable.ConfigMapName, pricing.ConfigMapName, disrupt.StateConfigMap} {
 		_ = cms.Delete(ctx, name, metav1.DeleteOptions{})

@@ -81,6 +81,12 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 	}
 	defer inv.cloud.Close(ctx)
 	var errs []error
+	// A class whose finalization fails now (one throttled call) keeps its
+	// finalizer until a later pass: nothing else waits for it.
+	if err := p.finalizeNodeClasses(ctx, inv, snap.NodeClasses, snap.NodeClaims); err != nil {
+		errs = append(errs, err)
+		p.Log.Warn("running the ec2nodeclass finalizer", "error", err)
+	}
 	// A class that cannot be resolved now (one throttled call) keeps the
 	// status it last resolved to: the other classes, and the claims of
 	// this one, go on.

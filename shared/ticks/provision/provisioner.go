@@ -2,9 +2,11 @@
 // NodeClaims and EC2 instances, and moves NodeClaims until their nodes are ready.
 //
 // A tick takes the provisioning lease, then runs passes: snapshot the
-// cluster, refresh EC2NodeClass status, advance every NodeClaim one step,
-// simulate scheduling of the pending pods, create the NodeClaims the
-// simulation asks for (the durable intent) and launch each with CreateFleet.
+// cluster, run the EC2NodeClass finalizer (add it to each class; finish
+// each deleted class no NodeClaim refers to any more), refresh
+// EC2NodeClass status, advance every NodeClaim one step, simulate
+// scheduling of the pending pods, create the NodeClaims the simulation
+// asks for (the durable intent) and launch each with CreateFleet.
 // When a pass found work, the tick keeps watching pending pods for the rest
 // of its window, batching them as Karpenter does, and hands over through the
 // lease. Every step is idempotent, so a tick killed anywhere is finished by
@@ -46,6 +48,9 @@ type Provisioner struct {
 	Kube      *kube.Clients
 	Instances *instance.Provider
 	Resolver  NodeClassResolver
+	// Cleanup finishes deleted EC2NodeClasses (their finalizer); nil adds
+	// no finalizer and finishes none.
+	Cleanup NodeClassCleanup
 	// Reservations reads what capacity reservations can still take; nil
 	// uses the resolver's EC2 client when it is a *nodeclass.Resolver.
 	Reservations nodeclass.CapacityReservationAPI

@@ -115,7 +115,7 @@ func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeC
 			NodeClaimName: nc.Name, NodeClaimUID: string(nc.UID), Attempt: attempt,
 			CapacityType: capacityType, Offerings: offerings, LaunchTemplates: templates,
 			Subnets: subnetsByZone(view.nc), Tags: c.instanceTags(nc, view.nc),
-			Context:       deref(view.nc.Spec.Context),
+			Context:       fleetContext(view.nc, nc),
 			ReservationID: reservation.ReservationID, ReservationType: reservation.ReservationType,
 		})
 		if capacityType == wellknown.CapacityTypeReserved {
@@ -333,6 +333,16 @@ func (c *Cloud) offerings(nc *karpv1.NodeClaim, view *classView) (string, []inst
 		offs = append(offs, instance.Offering{InstanceType: o.Type.Name, Zone: o.Offering.Zone, Price: o.Offering.Price})
 	}
 	return ct, offs, types, reservation
+}
+
+// fleetContext is the class's CreateFleet Context, left out for a claim
+// annotated karpenter.sh/nodeclaim-min-values-relaxed=true, as Karpenter's
+// launchInstance leaves it out.
+func fleetContext(class *awsv1.EC2NodeClass, nc *karpv1.NodeClaim) string {
+	if nc.Annotations[wellknown.NodeClaimMinValuesRelaxedAnnotation] == "true" {
+		return ""
+	}
+	return deref(class.Spec.Context)
 }
 
 func subnetsByZone(nc *awsv1.EC2NodeClass) map[string][]string {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -250,5 +251,54 @@ func TestRunCarriesAConsolidationThroughItsWindow(t *testing.T) {
 		t.Fatalf("the command did not run to its end within the window: %v", actions)
 	}
 	w.finish(1, 2, 2)
+	w.assertInvariants()
+}
+
+// TestRunDrainsThroughItsWindow: a NodeClaim deleted by someone (kubectl
+// delete nodeclaim) is drained, its instance terminated and its finalizer
+// released within one invocation, pass after pass, not a pass a minute.
+func TestRunDrainsThroughItsWindow(t *testing.T) {
+	w := newWorld(t)
+	w.apply(nil)
+	w.deployment("app", 1, "250m", nil)
+	w.converge(1, 2*time.Minute)
+	claims := w.claims()
+	if len(claims) != 1 {
+		t.Fatalf("want one claim, got %d", len(claims))
+	}
+	victim := claims[0].Name
+	if err := w.e.Clients.NodeClaims.Delete(context.Background(), victim, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a := w.env(nil)
+	a.Config.WatchWindow = 50 * time.Second
+	d := w.disrupter(a)
+	d.PollInterval = 2 * time.Second
+	done := make(chan struct{})
+	ticking := make(chan struct{})
+	go func() {
+		defer close(ticking)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(250 * time.Millisecond):
+				w.clk.Advance(time.Second)
+			}
+		}
+	}()
+	s, err := d.Run(context.Background(), "draining")
+	close(done)
+	<-ticking
+	if err != nil {
+		t.Logf("run: %v", err)
+	}
+	t.Logf("one Run: %d passes, termination %+v", s.Passes, s.Termination)
+	if s.Termination.Finished != 1 || s.Passes < 3 {
+		t.Fatalf("the deleted claim was not retired within one invocation's window: %d passes, %+v", s.Passes, s.Termination)
+	}
+	if _, err := w.e.Clients.NodeClaims.Get(context.Background(), victim, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("claim %s still there after the Run (%v)", victim, err)
+	}
 	w.assertInvariants()
 }

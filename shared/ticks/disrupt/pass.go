@@ -153,6 +153,14 @@ func (d *Disrupter) pass(ctx context.Context, inv *invocation, sum *Summary) (ti
 	if changed {
 		next = earliest(next, d.Clock.Now())
 	}
+	if ts.InFlight > 0 {
+		// A drain in flight (a PDB letting one pod go at a time, a deleted
+		// node, an expiry, an interruption) moves on every poll within the
+		// tick, as commands do, not a minute later: a pod due for
+		// deletion at its terminationGracePeriod's end minus its own grace
+		// is deleted within seconds of that time.
+		next = earliest(next, d.Clock.Now().Add(d.PollInterval))
+	}
 	return next, errors.Join(errs...)
 }
 
@@ -205,6 +213,7 @@ func addTermination(dst *termination.Summary, s termination.Summary) {
 	dst.Blocked += s.Blocked
 	dst.Terminated += s.Terminated
 	dst.Finished += s.Finished
+	dst.InFlight = s.InFlight // the last pass's, a state, not a count
 }
 
 // collect runs garbage collection against instances listed after the

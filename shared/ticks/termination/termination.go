@@ -49,9 +49,10 @@ type Terminator struct {
 	Metrics   *record.Metrics
 }
 
-// Summary counts what one pass did.
+// Summary counts what one pass did. InFlight are the NodeClaims still
+// being retired after it (draining, waiting for volumes or EC2).
 type Summary struct {
-	Draining, Evicted, Blocked, Terminated, Finished int
+	Draining, Evicted, Blocked, Terminated, Finished, InFlight int
 }
 
 var (
@@ -113,8 +114,12 @@ func (t *Terminator) Reconcile(ctx context.Context, snap *cluster.Snapshot) (Sum
 				}
 			}
 		}
+		finished := s.Finished
 		if err := t.terminate(ctx, nc, node, snap.VolumeAttachments, pvOf, &s); err != nil {
 			errs = append(errs, fmt.Errorf("terminating nodeclaim %s: %w", nc.Name, err))
+		}
+		if s.Finished == finished {
+			s.InFlight++
 		}
 	}
 	return s, errors.Join(errs...)

@@ -53,8 +53,15 @@
 // karpenter.sh/do-not-disrupt is not a scheduling constraint. NodePools that
 // are static (spec.replicas: shared/core/static keeps their size, not pods),
 // being deleted, or whose EC2NodeClass is missing or not ready do not launch
-// for pods; a static NodePool's nodes take pods as any node. minValues is kept across the types
-// that still fit (MinValuesStrict) or relaxed (MinValuesBestEffort).
+// for pods; a static NodePool's nodes take pods as any node. minValues
+// counts distinct values across the types that still fit: labels, and for
+// zone and capacity type the available offerings the claim allows. Under
+// MinValuesStrict a claim short of them is not opened or grown; under
+// MinValuesBestEffort a new claim lowers them to what there is
+// (NewNodeClaim.MinValuesRelaxed) and later pods must keep that. The types
+// kept after the cut to MaxInstanceTypes are counted again: Strict fails
+// the claim's pods, BestEffort lowers minValues, so an In requirement
+// never lists fewer values than its minValues.
 // NodePool limits count existing and in-flight nodes; each new NodeClaim
 // holds the capacity of its largest remaining type against them, and gives
 // back what it no longer needs as pods narrow it.
@@ -103,7 +110,10 @@
 // Owners of zonal anti-affinity take one empty zone each (Karpenter narrows
 // a new claim to every empty zone and records them all, so one pod per batch
 // goes through); affinity bootstraps on one zone. Equal-weight NodePools are
-// tried cheapest first. Node.Price
+// tried cheapest first. minValues counts only the zones and capacity types
+// a claim still allows (Karpenter counts all the type's zones, and its
+// NodeClaim CRD then refuses a claim narrowed below minValues), and
+// BestEffort relaxes again after the cut (Karpenter does not). Node.Price
 // is carried for consolidation and not used here. Topology keys other than
 // the hostname track at most 64 domains.
 package scheduling

@@ -11,6 +11,7 @@ import (
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/catalog"
+	"github.com/karpless/karpless/shared/core/poolstatus"
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
 
@@ -196,6 +197,12 @@ func (s *solver) buildTemplates() {
 		}
 		if np.Spec.Replicas != nil {
 			s.skipped = append(s.skipped, skippedPool{np.Name, "is static (spec.replicas) and does not provision for pending pods"})
+			continue
+		}
+		if err := poolstatus.Validate(np); err != nil {
+			// Not Ready (ValidationSucceeded=False): Karpenter provisions
+			// nothing with it.
+			s.skipped = append(s.skipped, skippedPool{np.Name, fmt.Sprintf("is not ready: its validation failed: %v", err)})
 			continue
 		}
 		ref := np.Spec.Template.Spec.NodeClassRef

@@ -15,10 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/cluster"
 	"github.com/karpless/karpless/shared/core/disruption"
 	"github.com/karpless/karpless/shared/core/planning"
+	"github.com/karpless/karpless/shared/core/poolstatus"
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
@@ -283,9 +285,26 @@ func (d *Disrupter) applyStatus(ctx context.Context, in *disruption.Input) (int,
 	return n, errors.Join(errs...)
 }
 
-// stampPools writes each NodePool's drift hash on it, as Karpenter does.
+// stampPools writes each NodePool's drift hash on it, and its status
+// (conditions, resources, nodes), as Karpenter does.
 func (d *Disrupter) stampPools(ctx context.Context, in *disruption.Input) error {
 	var errs []error
+	classes := map[string]*awsv1.EC2NodeClass{}
+	for _, c := range in.Cluster.NodeClasses {
+		classes[c.Name] = c
+	}
+	now := d.Clock.Now()
+	for _, np := range in.Cluster.NodePools {
+		var class *awsv1.EC2NodeClass
+		if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil {
+			class = classes[ref.Name]
+		}
+		if _, err := d.Kube.SetNodePoolStatus(ctx, np, func(cur *karpv1.NodePool) karpv1.NodePoolStatus {
+			return poolstatus.Status(cur, class, in.Cluster.NodeClaims, in.Cluster.Nodes, now)
+		}); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for name, h := range disruption.PoolHashes(in) {
 		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q,%q:%q}}}`,
 			wellknown.NodePoolHashAnnotation, h, wellknown.NodePoolHashVersionAnnotation, wellknown.NodePoolHashVersion)

@@ -13,6 +13,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -20,6 +21,7 @@ import (
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/disruption"
 	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/local/deploy"
 	"github.com/karpless/karpless/shared/local/emulator"
 )
 
@@ -432,4 +434,62 @@ func TestBalancedConsolidationScoresTheMove(t *testing.T) {
 	}
 	t.Logf("Balanced: $%.4f/h -> $%.4f/h; %v", before, w.cost(), msgs)
 	w.assertInvariants()
+}
+
+// TestNodePoolStatus: the disruption tick keeps each NodePool's status as
+// Karpenter does (Ready, NodeClassReady, ValidationSucceeded, resources,
+// nodes); a NodePool that fails Karpenter's runtime validation (a label
+// value the CRD lets through) is not Ready and provisions nothing, though
+// it outweighs the valid one.
+func TestNodePoolStatus(t *testing.T) {
+	w := newWorld(t)
+	w.apply(nil)
+	ctx := context.Background()
+	bad := deploy.DefaultNodePool("invalid")
+	bad.Spec.Weight = new(int32(100))
+	bad.Spec.Template.Labels = map[string]string{"team": "not a label value"}
+	if _, err := w.e.Clients.NodePools.Create(ctx, bad, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the API server refused the NodePool (the scenario needs one only runtime validation rejects): %v", err)
+	}
+	w.deployment("app", 2, "250m", nil)
+	w.converge(2, 2*time.Minute)
+	for _, nc := range w.claims() {
+		if pool := nc.Labels[wellknown.NodePoolLabel]; pool != "default" {
+			t.Errorf("claim %s provisioned by NodePool %s", nc.Name, pool)
+		}
+	}
+	w.disrupt()
+	get := func(name string) *karpv1.NodePool {
+		np, err := w.e.Clients.NodePools.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return np
+	}
+	cond := func(np *karpv1.NodePool, typ string) string {
+		if c := meta.FindStatusCondition(np.Status.Conditions, typ); c != nil {
+			return string(c.Status) + "/" + c.Reason
+		}
+		return "missing"
+	}
+	good := get("default")
+	if cond(good, karpv1.ConditionTypeReady) != "True/Ready" || cond(good, karpv1.ConditionTypeNodeClassReady) != "True/NodeClassReady" || cond(good, karpv1.ConditionTypeValidationSucceeded) != "True/ValidationSucceeded" {
+		t.Errorf("default conditions %+v", good.Status.Conditions)
+	}
+	claims := int64(len(w.claims()))
+	if good.Status.Nodes == nil || *good.Status.Nodes != claims || good.Status.Resources.Cpu().IsZero() {
+		t.Errorf("default status nodes %v resources %v, want %d nodes and their capacity", good.Status.Nodes, good.Status.Resources, claims)
+	}
+	invalid := get("invalid")
+	if cond(invalid, karpv1.ConditionTypeReady) != "False/UnhealthyDependents" || cond(invalid, karpv1.ConditionTypeValidationSucceeded) != "False/NodePoolValidationFailed" {
+		t.Errorf("invalid conditions %+v", invalid.Status.Conditions)
+	}
+	if invalid.Status.Nodes == nil || *invalid.Status.Nodes != 0 {
+		t.Errorf("invalid nodes %v, want 0", invalid.Status.Nodes)
+	}
+	before := good.ResourceVersion
+	w.disrupt()
+	if get("default").ResourceVersion != before {
+		t.Error("a pass that found the NodePool as it left it wrote its status again")
+	}
 }

@@ -24,7 +24,7 @@ func (e *Env) ProvisionerHandler() func(context.Context, lambdaevents.CloudWatch
 
 // Interruption is an interruption engine for one invocation.
 func (e *Env) Interruption() *interrupt.Handler {
-	metrics := record.NewMetrics("Karpless")
+	metrics := record.NewMetricsAt("Karpless", record.Level(e.Config.MetricsLevel))
 	events := record.NewRecorder(e.Kube.Core.CoreV1(), e.Clock, e.Log)
 	p := e.Provisioner()
 	p.Metrics, p.Events = metrics, events

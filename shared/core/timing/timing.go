@@ -175,3 +175,17 @@ const (
 	// capacityReservationExpirationPeriod).
 	CapacityBlockExpiring = 40 * time.Minute
 )
+
+// Node repair, as Karpenter v1.14.1's AWS provider tolerates unhealthy
+// node conditions (its RepairPolicies) before replacing the node.
+const (
+	// RepairToleration is how long a node may stay not Ready, or report a
+	// node monitoring agent condition other than accelerated hardware
+	// False, before it is replaced: long enough for a kubelet restart or a
+	// network blip to heal.
+	RepairToleration = 30 * time.Minute
+	// RepairAcceleratedHardwareToleration is the shorter wait for a failed
+	// GPU or Neuron device (AcceleratedHardwareReady False), which does
+	// not heal on its own.
+	RepairAcceleratedHardwareToleration = 10 * time.Minute
+)

@@ -49,6 +49,10 @@ type Config struct {
 
 	// SpotToSpotConsolidation is Karpenter's feature gate of that name.
 	SpotToSpotConsolidation bool
+	// NodeRepair is Karpenter's NodeRepair feature gate (off by default,
+	// as Karpenter ships it): the disruption function replaces nodes
+	// unhealthy past the AWS provider's tolerations (shared/core/repair).
+	NodeRepair bool
 	// MinValuesPolicy is Karpenter's MIN_VALUES_POLICY: Strict (default)
 	// leaves pods pending when a NodePool's minValues cannot be kept;
 	// BestEffort launches with the values there are, lowering minValues on
@@ -58,6 +62,10 @@ type Config struct {
 	ReservedENIs int
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// MetricsLevel is METRICS_LEVEL: minimal (default) writes every figure
+	// as a JSON log field but extracts only the alarms' few as CloudWatch
+	// metrics; full extracts every figure (record.Level).
+	MetricsLevel string
 }
 
 // DefaultNamespace holds the functions' state (leases, ConfigMaps) and
@@ -68,6 +76,14 @@ const DefaultNamespace = "kube-system"
 const (
 	MinValuesStrict     = "Strict"
 	MinValuesBestEffort = "BestEffort"
+)
+
+// The values of METRICS_LEVEL (record.Minimal and record.Full). Minimal is
+// the default because CloudWatch bills every extracted series, $0.30 a
+// month each, more than the rest of a small cluster's idle bill.
+const (
+	MetricsMinimal = "minimal"
+	MetricsFull    = "full"
 )
 
 // MinValuesBestEffortOn reports whether MIN_VALUES_POLICY is BestEffort.
@@ -109,16 +125,24 @@ func FromLookup(lookup func(string) (string, bool)) (Config, error) {
 	dur("LEASE_DURATION", timing.DefaultLeaseDuration, &c.LeaseDuration)
 	dur("REGISTRATION_TTL", timing.DefaultRegistrationTTL, &c.RegistrationTTL)
 	dur("UNAVAILABLE_OFFERINGS_TTL", timing.DefaultUnavailableOfferingsTTL, &c.UnavailableOfferingsTTL)
-	if v := get("SPOT_TO_SPOT_CONSOLIDATION"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("SPOT_TO_SPOT_CONSOLIDATION=%q is not a boolean", v))
+	boolean := func(key string, dst *bool) {
+		if v := get(key); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q is not a boolean", key, v))
+			}
+			*dst = b
 		}
-		c.SpotToSpotConsolidation = b
 	}
+	boolean("SPOT_TO_SPOT_CONSOLIDATION", &c.SpotToSpotConsolidation)
+	boolean("NODE_REPAIR", &c.NodeRepair)
 	c.MinValuesPolicy = firstNonEmpty(get("MIN_VALUES_POLICY"), MinValuesStrict)
 	if c.MinValuesPolicy != MinValuesStrict && c.MinValuesPolicy != MinValuesBestEffort {
 		errs = append(errs, fmt.Errorf("MIN_VALUES_POLICY=%q is not %s or %s", c.MinValuesPolicy, MinValuesStrict, MinValuesBestEffort))
+	}
+	c.MetricsLevel = firstNonEmpty(get("METRICS_LEVEL"), MetricsMinimal)
+	if c.MetricsLevel != MetricsMinimal && c.MetricsLevel != MetricsFull {
+		errs = append(errs, fmt.Errorf("METRICS_LEVEL=%q is not %s or %s", c.MetricsLevel, MetricsMinimal, MetricsFull))
 	}
 	if v := get("RESERVED_ENIS"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -18,14 +18,14 @@ func TestDefaultsAndOverrides(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c.Namespace != "kube-system" || c.BatchIdle != time.Second || c.BatchMax != 5*time.Second || c.WatchWindow != 0 || c.LeaseDuration != 30*time.Second || c.UnavailableOfferingsTTL != 3*time.Minute {
+	if c.Namespace != "kube-system" || c.BatchIdle != time.Second || c.BatchMax != 5*time.Second || c.WatchWindow != 0 || c.LeaseDuration != 30*time.Second || c.UnavailableOfferingsTTL != 3*time.Minute || c.NodeRepair {
 		t.Errorf("unexpected config %+v", c)
 	}
 }
 
 func TestInvalidSettingsNameTheVariable(t *testing.T) {
-	_, err := FromLookup(env(map[string]string{"WATCH_WINDOW": "soon", "RESERVED_ENIS": "-1", "SPOT_TO_SPOT_CONSOLIDATION": "maybe"}))
-	for _, want := range []string{"WATCH_WINDOW", "RESERVED_ENIS", "SPOT_TO_SPOT_CONSOLIDATION"} {
+	_, err := FromLookup(env(map[string]string{"WATCH_WINDOW": "soon", "RESERVED_ENIS": "-1", "SPOT_TO_SPOT_CONSOLIDATION": "maybe", "NODE_REPAIR": "yes please"}))
+	for _, want := range []string{"WATCH_WINDOW", "RESERVED_ENIS", "SPOT_TO_SPOT_CONSOLIDATION", "NODE_REPAIR"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not name %s", err, want)
 		}
@@ -57,5 +57,32 @@ func TestMinValuesPolicy(t *testing.T) {
 		if c.MinValuesBestEffortOn() != tc.bestEffort {
 			t.Errorf("%q: BestEffort %v, want %v", tc.value, c.MinValuesBestEffortOn(), tc.bestEffort)
 		}
+	}
+}
+
+func TestMetricsLevel(t *testing.T) {
+	for _, tc := range []struct {
+		value, want string
+		bad         bool
+	}{
+		{"", MetricsMinimal, false}, // the default keeps the idle bill small
+		{"minimal", MetricsMinimal, false},
+		{"full", MetricsFull, false},
+		{"all", "all", true},
+	} {
+		c, err := FromLookup(env(map[string]string{"METRICS_LEVEL": tc.value}))
+		if (err != nil) != tc.bad || (err != nil && !strings.Contains(err.Error(), "METRICS_LEVEL")) {
+			t.Errorf("%q: error %v, want bad=%v naming METRICS_LEVEL", tc.value, err, tc.bad)
+		}
+		if c.MetricsLevel != tc.want {
+			t.Errorf("%q: MetricsLevel %q, want %q", tc.value, c.MetricsLevel, tc.want)
+		}
+	}
+}
+
+func TestNodeRepair(t *testing.T) {
+	c, err := FromLookup(env(map[string]string{"NODE_REPAIR": "true"}))
+	if err != nil || !c.NodeRepair {
+		t.Errorf("NODE_REPAIR=true: NodeRepair %v, error %v", c.NodeRepair, err)
 	}
 }

@@ -127,10 +127,13 @@ func truncate(s string, n int) string {
 	return s[:n-3] + "..."
 }
 
-// Metrics gathers CloudWatch EMF metrics for one invocation and writes them
-// as one log line per dimension set when flushed.
+// Metrics gathers an invocation's figures and writes them, when flushed,
+// as one JSON log line per name and dimension set: an EMF document for the
+// figures its Level extracts, a plain log line (queryable with Logs
+// Insights, not a metric) for the others.
 type Metrics struct {
 	namespace string
+	level     Level
 	mu        sync.Mutex
 	points    map[string]*point
 }
@@ -143,9 +146,17 @@ type point struct {
 	sum    bool
 }
 
-// NewMetrics gathers metrics under a CloudWatch namespace (e.g. "Karpless").
+// NewMetrics gathers metrics under a CloudWatch namespace (e.g. "Karpless")
+// and extracts every one (Full): for tools and tests. The functions use
+// NewMetricsAt with their METRICS_LEVEL.
 func NewMetrics(namespace string) *Metrics {
-	return &Metrics{namespace: namespace, points: map[string]*point{}}
+	return NewMetricsAt(namespace, Full)
+}
+
+// NewMetricsAt gathers metrics under a CloudWatch namespace and extracts
+// those level says (Level.Extracts).
+func NewMetricsAt(namespace string, level Level) *Metrics {
+	return &Metrics{namespace: namespace, level: level, points: map[string]*point{}}
 }
 
 // Count adds to a counter (summed within the invocation).
@@ -197,7 +208,11 @@ func key(name string, dims map[string]string) string {
 	return name + "|" + strings.Join(ks, ",")
 }
 
-// Flush writes one EMF document per metric and dimension set to w.
+// Flush writes one JSON line per metric and dimension set to w. Each line
+// holds the dimensions as fields, the value (or values) under the metric's
+// name, and "metric" with that name, so Logs Insights can filter on it;
+// only a metric the level extracts has the "_aws" block that makes
+// CloudWatch publish it.
 func (m *Metrics) Flush(w io.Writer, timestampMillis int64) error {
 	if m == nil {
 		return nil
@@ -220,13 +235,16 @@ func (m *Metrics) Flush(w io.Writer, timestampMillis int64) error {
 			doc[d] = v
 		}
 		sort.Strings(dimNames)
-		doc["_aws"] = map[string]any{
-			"Timestamp": timestampMillis,
-			"CloudWatchMetrics": []any{map[string]any{
-				"Namespace":  m.namespace,
-				"Dimensions": [][]string{dimNames},
-				"Metrics":    []any{map[string]string{"Name": p.name, "Unit": p.unit}},
-			}},
+		doc["metric"] = p.name
+		if m.level.Extracts(p.name) {
+			doc["_aws"] = map[string]any{
+				"Timestamp": timestampMillis,
+				"CloudWatchMetrics": []any{map[string]any{
+					"Namespace":  m.namespace,
+					"Dimensions": [][]string{dimNames},
+					"Metrics":    []any{map[string]string{"Name": p.name, "Unit": p.unit}},
+				}},
+			}
 		}
 		if len(p.values) == 1 {
 			doc[p.name] = p.values[0]

@@ -139,6 +139,8 @@ type Summary struct {
 	Termination termination.Summary       `json:"termination"`
 	Garbage     garbagecollection.Summary `json:"garbage"`
 	Expired     []string                  `json:"expired,omitempty"`
+	// Repaired are NodeClaims deleted for an unhealthy node (NODE_REPAIR).
+	Repaired []string `json:"repaired,omitempty"`
 	// ScaledDown are NodeClaims of static NodePools deleted beyond their
 	// replicas.
 	ScaledDown []string  `json:"scaledDown,omitempty"`
@@ -165,7 +167,7 @@ func (d *Disrupter) validate() error {
 
 func (d *Disrupter) prepare() {
 	if d.Metrics == nil {
-		d.Metrics = record.NewMetrics("Karpless")
+		d.Metrics = record.NewMetricsAt("Karpless", record.Level(d.Config.MetricsLevel))
 	}
 	if d.Events == nil {
 		d.Events = record.NewRecorder(d.Kube.Core.CoreV1(), d.Clock, d.Log)

@@ -120,6 +120,11 @@ func (d *Disrupter) pass(ctx context.Context, inv *invocation, sum *Summary) (ti
 	if err != nil {
 		errs = append(errs, err)
 	}
+	repaired, err := d.repair(ctx, in)
+	sum.Repaired = append(sum.Repaired, repaired...)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("node repair: %w", err))
+	}
 	if err := d.demote(ctx, in); err != nil {
 		errs = append(errs, err)
 	}
@@ -142,7 +147,7 @@ func (d *Disrupter) pass(ctx context.Context, inv *invocation, sum *Summary) (ti
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if len(expired) > 0 || len(scaled) > 0 {
+	if len(expired) > 0 || len(scaled) > 0 || len(repaired) > 0 {
 		changed = true
 	}
 	if !changed && !proposed && d.Clock.Now().Before(inv.deadline) {

@@ -77,7 +77,7 @@ func (p *Provisioner) skeleton(holder string, wait time.Duration) tick.Skeleton 
 
 func (p *Provisioner) prepare() {
 	if p.Metrics == nil {
-		p.Metrics = record.NewMetrics("Karpless")
+		p.Metrics = record.NewMetricsAt("Karpless", record.Level(p.Config.MetricsLevel))
 	}
 	if p.Events == nil {
 		p.Events = record.NewRecorder(p.Kube.Core.CoreV1(), p.Clock, p.Log)

@@ -20,6 +20,8 @@
 //	removeUserObjectsOnDelete true: bootstrap deletes user objects on stack deletion
 //	crdHash                   identity of the embedded CRDs (default dev)
 //	logRetentionDays          log retention of every function (default 30)
+//	metricsLevel              minimal (default: only the alarms' metrics are
+//	                          CloudWatch metrics, every figure a log field) or full
 //	reservedConcurrency       none (default) or a positive number reserved for
 //	                          each scheduled function (the account must keep
 //	                          100 unreserved; see docs/deploy.md)
@@ -39,6 +41,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/karpless/karpless/infra/stack"
+	fnconfig "github.com/karpless/karpless/shared/function/config"
 )
 
 // Used when neither context nor the CLI's credentials give an environment:
@@ -96,6 +99,7 @@ func configFromContext(app awscdk.App) (config, error) {
 		RemoveUserObjectsOnDelete: c.boolean("removeUserObjectsOnDelete"),
 		CRDHash:                   c.str("crdHash", stack.DefaultCRDHash),
 		LogRetentionDays:          c.integer("logRetentionDays", stack.DefaultLogRetentionDays),
+		MetricsLevel:              c.str("metricsLevel", fnconfig.MetricsMinimal),
 		ReservedConcurrency:       c.integerOrNone("reservedConcurrency"),
 		VpcID:                     c.str("vpcId", ""),
 		SubnetIDs:                 c.list("subnetIds"),

@@ -34,6 +34,7 @@ func TestConfigFromContext(t *testing.T) {
 		"clusterName":            "prod",
 		"installDefaultNodePool": "true",
 		"logRetentionDays":       "14",
+		"metricsLevel":           "full",
 		"subnetIds":              "subnet-0123456789abcdef0, subnet-0123456789abcdef1",
 		"securityGroupIds":       "sg-0123456789abcdef0",
 		"nag":                    "true",
@@ -49,6 +50,7 @@ func TestConfigFromContext(t *testing.T) {
 		InstallDefaultNodePool: true,
 		CRDHash:                "dev",
 		LogRetentionDays:       14,
+		MetricsLevel:           "full",
 		SubnetIDs:              []string{"subnet-0123456789abcdef0", "subnet-0123456789abcdef1"},
 		SecurityGroupIDs:       []string{"sg-0123456789abcdef0"},
 	}

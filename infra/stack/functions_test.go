@@ -22,9 +22,9 @@ func TestFunctions(t *testing.T) {
 		reserved any // nil: unreserved
 		env      map[string]any
 	}{
-		{Provisioner, 512, 70, nil, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo"}},
-		{Disruption, 512, 70, nil, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo"}},
-		{Interruption, 512, 60, nil, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "INTERRUPTION_QUEUE_URL": queue}},
+		{Provisioner, 512, 70, nil, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "METRICS_LEVEL": "minimal"}},
+		{Disruption, 512, 70, nil, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "METRICS_LEVEL": "minimal"}},
+		{Interruption, 512, 60, nil, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "INTERRUPTION_QUEUE_URL": queue, "METRICS_LEVEL": "minimal"}},
 		{Bootstrap, 256, 300, nil, map[string]any{"GOMEMLIMIT": "204MiB", "CLUSTER_NAME": testCluster}},
 	}
 	for _, c := range cases {
@@ -264,4 +264,27 @@ func bootstrapSHA256(t *testing.T) string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// metricsLevel reaches the three functions that emit metrics, and only them.
+func TestMetricsLevelEnv(t *testing.T) {
+	p := defaultProps()
+	p.MetricsLevel = "full"
+	s, tm, d, err := synth(p, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, "METRICS_LEVEL full", func() {
+		tm.ResourcePropertiesCountIs(jsii.String("AWS::Lambda::Function"), &map[string]interface{}{
+			"Environment": assertions.Match_ObjectLike(&map[string]interface{}{
+				"Variables": assertions.Match_ObjectLike(&map[string]interface{}{"METRICS_LEVEL": "full"}),
+			}),
+		}, jsii.Number(3))
+	})
+	for _, name := range []string{Provisioner, Disruption, Interruption} {
+		env, _ := props(resources(d)[logicalID(s, s.Functions[name])])["Environment"].(map[string]any)
+		if vars, _ := env["Variables"].(map[string]any); vars["METRICS_LEVEL"] != "full" {
+			t.Errorf("%s: METRICS_LEVEL = %v, want full", name, vars["METRICS_LEVEL"])
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/karpless/karpless/functions"
+	fnconfig "github.com/karpless/karpless/shared/function/config"
 )
 
 // The four Lambda functions (registered in package functions). Each one's
@@ -71,6 +72,13 @@ type Props struct {
 	// LogRetentionDays is the retention of every function's log group; one
 	// of the values CloudWatch Logs accepts (1, 3, 5, 7, 14, 30, ...).
 	LogRetentionDays int
+
+	// MetricsLevel is the functions' METRICS_LEVEL: minimal (the default)
+	// publishes as CloudWatch metrics only the few an alarm reads and
+	// leaves every other figure a JSON log field; full publishes every
+	// metric under Karpenter's names, each series billed by CloudWatch
+	// (docs/deploy.md prices both).
+	MetricsLevel string
 
 	// ReservedConcurrency, when positive, is reserved for each of the two
 	// scheduled functions (provisioner and disruption); 0, the default,
@@ -179,6 +187,9 @@ func (p Props) withDefaults() Props {
 	if p.LogRetentionDays == 0 {
 		p.LogRetentionDays = DefaultLogRetentionDays
 	}
+	if p.MetricsLevel == "" {
+		p.MetricsLevel = fnconfig.MetricsMinimal
+	}
 	return p
 }
 
@@ -238,6 +249,10 @@ func (p Props) Validate() error {
 
 	if !slices.Contains(retentionDays, p.LogRetentionDays) {
 		bad("logRetentionDays %d is not a retention CloudWatch Logs accepts; use one of %s", p.LogRetentionDays, joinInts(retentionDays))
+	}
+
+	if p.MetricsLevel != fnconfig.MetricsMinimal && p.MetricsLevel != fnconfig.MetricsFull {
+		bad("metricsLevel %q is not %s (the default: only the alarms' metrics) or %s (every metric)", p.MetricsLevel, fnconfig.MetricsMinimal, fnconfig.MetricsFull)
 	}
 
 	if p.ReservedConcurrency < 0 {

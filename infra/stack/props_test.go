@@ -37,6 +37,8 @@ func TestPropsValidation(t *testing.T) {
 		{"some assets", func(p *Props) { p.AssetsDir = partial }, []string{"disruption/bootstrap is missing"}},
 		{"bad retention", func(p *Props) { p.LogRetentionDays = 10 }, []string{"logRetentionDays 10", "14, 30"}},
 		{"bad crdHash", func(p *Props) { p.CRDHash = "has space" }, []string{"crdHash"}},
+		{"metricsLevel full", func(p *Props) { p.MetricsLevel = "full" }, nil},
+		{"bad metricsLevel", func(p *Props) { p.MetricsLevel = "Full" }, []string{`metricsLevel "Full" is not minimal`, "full"}},
 		{"reservedConcurrency 1", func(p *Props) { p.ReservedConcurrency = 1 }, nil},
 		{"negative reservedConcurrency", func(p *Props) { p.ReservedConcurrency = -1 }, []string{"reservedConcurrency -1 is not valid", "positive number", "none"}},
 		{"bad nodeRoleName", func(p *Props) { p.NodeRoleName = "no/slash" }, []string{`nodeRoleName "no/slash"`}},

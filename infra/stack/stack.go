@@ -360,12 +360,13 @@ func (s *Stack) defineFunctions() error {
 
 	clusterEnv := jsii.String(cluster)
 	nodeRoleEnv := jsii.String(s.Props.NodeRoleName)
+	metricsEnv := jsii.String(s.Props.MetricsLevel)
 	fns := []function{
 		{
 			name: Provisioner, id: "Provisioner", tick: true,
 			description: "Karpless provisioner: pending pods to NodeClaims to EC2 capacity",
 			memoryMiB:   tickMemoryMiB, timeout: tickTimeout, reserved: s.Props.ReservedConcurrency,
-			env: map[string]*string{"CLUSTER_NAME": clusterEnv, "NODE_ROLE_NAME": nodeRoleEnv},
+			env: map[string]*string{"CLUSTER_NAME": clusterEnv, "NODE_ROLE_NAME": nodeRoleEnv, "METRICS_LEVEL": metricsEnv},
 			// profilesGC: the provisioner runs the EC2NodeClass finalizer,
 			// which deletes a deleted class's instance profiles.
 			managed: []awsiam.ManagedPolicy{read, launch, profiles, profilesGC},
@@ -374,7 +375,7 @@ func (s *Stack) defineFunctions() error {
 			name: Disruption, id: "Disruption", tick: true,
 			description: "Karpless disruption: expiry, drift, consolidation, termination, garbage collection",
 			memoryMiB:   tickMemoryMiB, timeout: tickTimeout, reserved: s.Props.ReservedConcurrency,
-			env:     map[string]*string{"CLUSTER_NAME": clusterEnv, "NODE_ROLE_NAME": nodeRoleEnv},
+			env:     map[string]*string{"CLUSTER_NAME": clusterEnv, "NODE_ROLE_NAME": nodeRoleEnv, "METRICS_LEVEL": metricsEnv},
 			managed: []awsiam.ManagedPolicy{read, launch, profiles, profilesGC},
 		},
 		{
@@ -385,6 +386,7 @@ func (s *Stack) defineFunctions() error {
 				"CLUSTER_NAME":           clusterEnv,
 				"NODE_ROLE_NAME":         nodeRoleEnv,
 				"INTERRUPTION_QUEUE_URL": s.Queue.QueueUrl(),
+				"METRICS_LEVEL":          metricsEnv,
 			},
 			managed: []awsiam.ManagedPolicy{read, launch},
 			inline:  []awsiam.PolicyStatement{queueConsumerStatement(s.Queue.QueueArn())},

@@ -143,6 +143,11 @@ func (e *Emulator) markReady(ctx context.Context, kc *kube.Clients, i *instance,
 			return err
 		}
 		setReady(n, true, now)
+		e.mu.Lock()
+		for _, c := range i.conditions {
+			setCondition(n, c)
+		}
+		e.mu.Unlock()
 		_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
 		return err
 	})
@@ -194,6 +199,61 @@ func setReady(n *corev1.Node, ready bool, now time.Time) {
 	}
 	for k, x := range n.Status.Conditions {
 		if x.Type == corev1.NodeReady {
+			n.Status.Conditions[k] = c
+			return
+		}
+	}
+	n.Status.Conditions = append(n.Status.Conditions, c)
+}
+
+// SetNodeCondition makes the instance's node report c, as a kubelet that
+// lost its container runtime (Ready False) or the EKS node monitoring
+// agent (KernelReady, AcceleratedHardwareReady, ...) would, and keeps it
+// there: the fake kubelet no longer writes that condition itself. A zero
+// LastTransitionTime means now on the emulator's clock. The node must
+// have registered.
+func (e *Emulator) SetNodeCondition(ctx context.Context, instanceID string, c corev1.NodeCondition) error {
+	e.mu.Lock()
+	i, ok := e.world.instByID[instanceID]
+	if !ok {
+		e.mu.Unlock()
+		return fmt.Errorf("emulator: no instance %s", instanceID)
+	}
+	if c.LastTransitionTime.IsZero() {
+		c.LastTransitionTime = metav1.NewTime(e.now())
+	}
+	c.LastHeartbeatTime = metav1.NewTime(e.now())
+	kept := i.conditions[:0]
+	for _, x := range i.conditions {
+		if x.Type != c.Type {
+			kept = append(kept, x)
+		}
+	}
+	i.conditions = append(kept, c)
+	name, kc := i.NodeName, e.kube
+	e.mu.Unlock()
+	if name == "" || kc == nil {
+		return fmt.Errorf("emulator: instance %s has no node", instanceID)
+	}
+	nodes := kc.Core.CoreV1().Nodes()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := nodes.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		setCondition(n, c)
+		_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("setting condition %s on node %s: %w", c.Type, name, err)
+	}
+	return nil
+}
+
+func setCondition(n *corev1.Node, c corev1.NodeCondition) {
+	for k, x := range n.Status.Conditions {
+		if x.Type == c.Type {
 			n.Status.Conditions[k] = c
 			return
 		}

@@ -101,6 +101,9 @@ type instance struct {
 	nodeAt     time.Time // when the Node was registered
 	impaired   bool
 	podCounter uint32
+	// conditions are node conditions set by SetNodeCondition, which the
+	// fake kubelet keeps on the node instead of its own.
+	conditions []corev1.NodeCondition
 	// capacityBlock marks an instance launched into a Capacity Block
 	// (instanceLifecycle capacity-block).
 	capacityBlock bool

@@ -13,6 +13,7 @@ import (
 
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/aws/awserr"
 	"github.com/karpless/karpless/shared/aws/nodeclass"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/local/deploy"
@@ -89,7 +90,16 @@ func TestPlacementGroupLaunch(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := wellknown.InstanceIDFromProviderID(claim.Status.ProviderID)
-	out, err := ec2.NewFromConfig(cfg).DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	// EC2 lists a new instance late (seconds on the clock): one NotFound
+	// is no answer.
+	var out *ec2.DescribeInstancesOutput
+	for try := 1; ; try++ {
+		out, err = ec2.NewFromConfig(cfg).DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+		if err == nil || awserr.Code(err) != "InvalidInstanceID.NotFound" || try == 10 {
+			break
+		}
+		w.Skip(2 * time.Second)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,7 @@ func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeC
 	attempt, _ := strconv.Atoi(nc.Annotations[LaunchAttemptAnnotation])
 	calls, waits := 0, 0
 	for calls < maxFleetCallsPerLaunch {
-		capacityType, offerings, types, reservation := c.offerings(nc, view)
+		capacityType, offerings, types, reservation := c.offerings(nc, view, calls == 0)
 		if len(offerings) == 0 {
 			return nil, c.retire(ctx, nc, "no offering of its instance types is available (all marked unavailable or filtered out)")
 		}
@@ -293,7 +293,15 @@ func unresolvedSince(nc *karpv1.NodeClaim, attempt int) (time.Time, bool) {
 //
 // A reserved launch goes into one reservation per call, the one of its
 // cheapest offering, which it returns (zero otherwise).
-func (c *Cloud) offerings(nc *karpv1.NodeClaim, view *classView) (string, []instance.Offering, []*scheduling.InstanceType, scheduling.Offering) {
+//
+// On an invocation's first call for a claim pinned to a reservation
+// (tokenRetry), the reservation's offerings are kept though marked
+// unavailable: an earlier invocation, killed before recording it, may
+// have launched the claim's instance there (which is what fills it), and
+// the call with the claim's token gets that instance back; if the token
+// was not used, EC2 answers that the reservation is full, and the next
+// call honours the mark.
+func (c *Cloud) offerings(nc *karpv1.NodeClaim, view *classView, tokenRetry bool) (string, []instance.Offering, []*scheduling.InstanceType, scheduling.Offering) {
 	reqs := scheduling.RequirementsFromNodePool(nc.Spec.Requirements)
 	allowedType := reqs.Get(wellknown.InstanceTypeLabel)
 	zones, cts := reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)
@@ -305,8 +313,9 @@ func (c *Cloud) offerings(nc *karpv1.NodeClaim, view *classView) (string, []inst
 		}
 		var offs []scheduling.Offering
 		for _, o := range it.Offerings {
+			retried := tokenRetry && o.CapacityType == wellknown.CapacityTypeReserved && pinnedTo(resReq, o.ReservationID)
 			if (o.Available || c.pinnedReservation(view, o, resReq)) && zones.Matches(o.Zone, true) && cts.Matches(o.CapacityType, true) &&
-				!c.ice.Unavailable(o.CapacityType, it.Name, o.Zone) && c.reservedOffering(o, resReq) {
+				(retried || !c.ice.Unavailable(o.CapacityType, it.Name, o.Zone)) && c.reservedOffering(o, resReq) {
 				offs = append(offs, o)
 			}
 		}

@@ -61,6 +61,8 @@ const (
 	// passes run 10 s apart) is the first past it.
 	afterDeletion = 35 * time.Second
 	tick          = 10 * time.Second
+	// dndGrace is the do-not-disrupt pod's terminationGracePeriodSeconds.
+	dndGrace = 20
 )
 
 // world is one termination scenario: a hostile emulator (stepped by the
@@ -131,7 +133,10 @@ func newWorld(t *testing.T) *world {
 	w.claim(claimA, a, &grace)
 	w.claim(claimB, b, nil)
 	w.deployment()
-	w.pod("dnd", w.nodeA, map[string]string{wellknown.DoNotDisruptAnnotation: "true"}, 30)
+	// The do-not-disrupt pod's 20 s of grace make it due for deletion 15 s
+	// after claim A's (35 s before the deadline): between the second and
+	// third passes, far from the first, whose time drifts with the load.
+	w.pod("dnd", w.nodeA, map[string]string{wellknown.DoNotDisruptAnnotation: "true"}, dndGrace)
 	if _, err := e.Clients.Core.PolicyV1().PodDisruptionBudgets(w.ns).Create(ctx, &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: new(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
@@ -471,7 +476,7 @@ func (w *world) assertPromises() {
 		// deadline: the web pods have 1 s, the do-not-disrupt pod 30 s.
 		grace := time.Second
 		if name == "dnd" {
-			grace = 30 * time.Second
+			grace = dndGrace * time.Second
 		}
 		switch {
 		case w.evictions[name] == 1 && !deleted:
@@ -658,19 +663,19 @@ func TestTerminationKilledAtEveryCall(t *testing.T) {
 	var baseline [][]string
 	t.Run("undisturbed", func(t *testing.T) {
 		w := newWorld(t)
-		var dndGrace *int64
+		var granted *int64
 		for i := 0; !w.done(); i++ {
 			if i == 30 {
 				t.Fatalf("claim %s not finalized after %d passes: %s", claimA, i, w.describe())
 			}
 			k := &deploy.KillSwitch{}
 			w.pass(k)
-			if p, err := w.e.Clients.Core.CoreV1().Pods(w.ns).Get(context.Background(), "dnd", metav1.GetOptions{}); err == nil && dndGrace == nil && p.DeletionGracePeriodSeconds != nil {
-				dndGrace = p.DeletionGracePeriodSeconds
+			if p, err := w.e.Clients.Core.CoreV1().Pods(w.ns).Get(context.Background(), "dnd", metav1.GetOptions{}); err == nil && granted == nil && p.DeletionGracePeriodSeconds != nil {
+				granted = p.DeletionGracePeriodSeconds
 				left := w.deadline.Sub(w.clk.Now())
-				// Deleted once less than its 30 s were left, granted what was.
-				if *dndGrace >= 30 || *dndGrace < 1 || time.Duration(*dndGrace)*time.Second > left+time.Second {
-					t.Errorf("the do-not-disrupt pod was deleted with %d s of grace, %s before the deadline; want less than its 30 s, what is left", *dndGrace, left.Round(time.Second))
+				// Deleted once less than its own grace was left, granted what was.
+				if *granted >= dndGrace || *granted < 1 || time.Duration(*granted)*time.Second > left+time.Second {
+					t.Errorf("the do-not-disrupt pod was deleted with %d s of grace, %s before the deadline; want less than its %d s, what is left", *granted, left.Round(time.Second), dndGrace)
 				}
 			}
 			if inst, _ := w.emu.Instance(w.idA); inst.State == emulator.StateRunning && w.clk.Now().After(w.deadline.Add(tick)) {
@@ -685,7 +690,7 @@ func TestTerminationKilledAtEveryCall(t *testing.T) {
 			w.next()
 		}
 		w.assertPromises()
-		if dndGrace == nil {
+		if granted == nil {
 			t.Error("the do-not-disrupt pod was never deleted for the terminationGracePeriod")
 		}
 	})

@@ -308,7 +308,9 @@ func TestCrashDuringExecution(t *testing.T) {
 				if k.Dead() && same {
 					break
 				}
-				if try == 2 {
+				// A pass may also refresh the pricing book, as load decides
+				// how many passes the setup took: a few worlds.
+				if try == 4 {
 					t.Fatalf("the killed pass did not reach call %d of the baseline; it made %v", at, got)
 				}
 				t.Logf("the killed pass left the baseline's path (%v); trying a new world", got)

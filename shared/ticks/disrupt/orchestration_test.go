@@ -14,6 +14,7 @@ import (
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/disruption"
 	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/ticks/disrupt"
 )
 
 // executing brings a world (crashSetup) to a consolidation being carried
@@ -223,22 +224,7 @@ func TestRunCarriesAConsolidationThroughItsWindow(t *testing.T) {
 	d := w.disrupter(a)
 	d.PollInterval = time.Second
 	start := time.Now()
-	done := make(chan struct{})
-	ticking := make(chan struct{})
-	go func() {
-		defer close(ticking)
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(250 * time.Millisecond):
-				w.clk.Advance(time.Second)
-			}
-		}
-	}()
-	s, err := d.Run(context.Background(), "windowed")
-	close(done)
-	<-ticking
+	s, err := runTicking(w, d, "windowed")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,6 +260,23 @@ func TestRunDrainsThroughItsWindow(t *testing.T) {
 	a.Config.WatchWindow = 50 * time.Second
 	d := w.disrupter(a)
 	d.PollInterval = 2 * time.Second
+	s, err := runTicking(w, d, "draining")
+	if err != nil {
+		t.Logf("run: %v", err)
+	}
+	t.Logf("one Run: %d passes, termination %+v", s.Passes, s.Termination)
+	if s.Termination.Finished != 1 || s.Passes < 3 {
+		t.Fatalf("the deleted claim was not retired within one invocation's window: %d passes, %+v", s.Passes, s.Termination)
+	}
+	if _, err := w.e.Clients.NodeClaims.Get(context.Background(), victim, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("claim %s still there after the Run (%v)", victim, err)
+	}
+	w.assertInvariants()
+}
+
+// runTicking runs one invocation while the clock moves a second every
+// 250 ms of real time, so its window's passes come as they would.
+func runTicking(w *world, d *disrupt.Disrupter, holder string) (disrupt.Summary, error) {
 	done := make(chan struct{})
 	ticking := make(chan struct{})
 	go func() {
@@ -287,18 +290,6 @@ func TestRunDrainsThroughItsWindow(t *testing.T) {
 			}
 		}
 	}()
-	s, err := d.Run(context.Background(), "draining")
-	close(done)
-	<-ticking
-	if err != nil {
-		t.Logf("run: %v", err)
-	}
-	t.Logf("one Run: %d passes, termination %+v", s.Passes, s.Termination)
-	if s.Termination.Finished != 1 || s.Passes < 3 {
-		t.Fatalf("the deleted claim was not retired within one invocation's window: %d passes, %+v", s.Passes, s.Termination)
-	}
-	if _, err := w.e.Clients.NodeClaims.Get(context.Background(), victim, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("claim %s still there after the Run (%v)", victim, err)
-	}
-	w.assertInvariants()
+	defer func() { close(done); <-ticking }()
+	return d.Run(context.Background(), holder)
 }

@@ -107,14 +107,6 @@ func Conditions(np *karpv1.NodePool, class *awsv1.EC2NodeClass, now time.Time) [
 	return conds
 }
 
-// Ready says whether the NodePool may provision: its Ready condition as
-// Conditions computes it now (not as last written, so a NodePool just
-// created or mended provisions in the same tick).
-func Ready(np *karpv1.NodePool, class *awsv1.EC2NodeClass) bool {
-	c := meta.FindStatusCondition(Conditions(np, class, time.Time{}), karpv1.ConditionTypeReady)
-	return c != nil && c.Status == metav1.ConditionTrue
-}
-
 func classReady(class *awsv1.EC2NodeClass) *metav1.Condition {
 	if class == nil {
 		return nil

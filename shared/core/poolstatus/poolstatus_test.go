@@ -81,9 +81,6 @@ func TestConditions(t *testing.T) {
 			if want := tc.readyMsg == ""; (ready.Status == metav1.ConditionTrue) != want || ready.Message != tc.readyMsg {
 				t.Errorf("Ready = %s %s %q, want ready %v %q", ready.Status, ready.Reason, ready.Message, want, tc.readyMsg)
 			}
-			if Ready(tc.np, tc.class) != (tc.readyMsg == "") {
-				t.Errorf("Ready() disagrees with the condition")
-			}
 		})
 	}
 	// A condition keeps its lastTransitionTime while its status holds.

@@ -285,6 +285,18 @@ func instanceProfileGCStatements(cluster string) []awsiam.PolicyStatement {
 	}
 }
 
+// instanceStatusStatement: the disruption function reads EC2's status
+// checks and scheduled events of instances once a minute, as Karpenter's
+// instance status controller does, to replace impaired instances and those
+// scheduled for retirement. Only that function calls it. Describe* calls
+// support no resource-level permissions: "*", pinned to the region.
+func instanceStatusStatement() awsiam.PolicyStatement {
+	return statement("AllowInstanceStatusReadActions",
+		[]string{"ec2:DescribeInstanceStatus"},
+		jsii.Strings("*"),
+		cond{"StringEquals": cond{"aws:RequestedRegion": awscdk.Aws_REGION()}})
+}
+
 // queueConsumerStatement: what is called on the interruption queue with the
 // interruption function's role. The event source mapping receives and
 // deletes messages and reads the queue's attributes (ReceiveMessage,

@@ -209,7 +209,7 @@ var wantActions = func() map[string][]string {
 	}
 	return map[string][]string{
 		Provisioner:  join(read, launch, profiles, gc, logs),
-		Disruption:   join(read, launch, profiles, gc, logs),
+		Disruption:   join(read, launch, profiles, gc, []string{"ec2:DescribeInstanceStatus"}, logs),
 		Interruption: join(read, launch, sqs, logs),
 		Bootstrap:    join([]string{"eks:DescribeCluster"}, logs),
 	}

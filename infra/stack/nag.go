@@ -83,6 +83,12 @@ func addNagSuppressions(s *Stack) {
 		}
 	}
 
+	suppress(s.Roles[Disruption],
+		suppression("AwsSolutions-IAM5",
+			"ec2:DescribeInstanceStatus supports no resource-level permissions, so the resource must be '*'; "+
+				"the statement is read-only, only the disruption function has it, and a condition pins it to the stack's region.",
+			"Resource::*"))
+
 	suppress(s.ManagedPolicies[ReadPolicyID],
 		suppression("AwsSolutions-IAM5",
 			"EC2 Describe* calls support no resource-level permissions, so the resource must be '*'; "+

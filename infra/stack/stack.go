@@ -377,6 +377,7 @@ func (s *Stack) defineFunctions() error {
 			memoryMiB:   tickMemoryMiB, timeout: tickTimeout, reserved: s.Props.ReservedConcurrency,
 			env:     map[string]*string{"CLUSTER_NAME": clusterEnv, "NODE_ROLE_NAME": nodeRoleEnv, "METRICS_LEVEL": metricsEnv},
 			managed: []awsiam.ManagedPolicy{read, launch, profiles, profilesGC},
+			inline:  []awsiam.PolicyStatement{instanceStatusStatement()},
 		},
 		{
 			name: Interruption, id: "Interruption",

@@ -14,7 +14,11 @@
 // Past that share nothing in the pool is repaired: a fleet-wide failure
 // (a bad AMI, a broken network) is not made worse by replacing everything.
 //
-// Decide is pure: nodes and claims in, repairs and blocked notes out.
+// Judge does the same for EC2's own view of the instance (its status
+// checks and scheduled events), as Karpenter's instance status controller
+// does, without the node repair gate and without the 20% rule.
+//
+// Decide and Judge are pure: nodes, claims or statuses in, decisions out.
 package repair
 
 import (

@@ -189,3 +189,10 @@ const (
 	// not heal on its own.
 	RepairAcceleratedHardwareToleration = 10 * time.Minute
 )
+
+// InstanceStatusThreshold is how long EC2 must report an instance or system
+// status check failed before the instance is replaced, Karpenter v1.14.1's
+// (its instance status provider's UnhealthyThreshold): a check that fails
+// for less, as during a brief host hiccup, passes again by itself.
+// Scheduled events have no threshold: the host is going.
+const InstanceStatusThreshold = 120 * time.Second

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ec2Handlers are the emulated EC2 actions.
@@ -498,8 +499,9 @@ func (e *Emulator) deleteTags(r *request) (any, *apiError) {
 // --- instance status ---
 
 type xmlStatusDetail struct {
-	Name   string `xml:"name"`
-	Status string `xml:"status"`
+	Name          string `xml:"name"`
+	Status        string `xml:"status"`
+	ImpairedSince string `xml:"impairedSince,omitempty"`
 }
 
 type xmlStatusSummary struct {
@@ -507,17 +509,27 @@ type xmlStatusSummary struct {
 	Details []xmlStatusDetail `xml:"details>item"`
 }
 
+type xmlStatusEvent struct {
+	ID          string `xml:"instanceEventId"`
+	Code        string `xml:"code"`
+	Description string `xml:"description"`
+	NotBefore   string `xml:"notBefore,omitempty"`
+}
+
+type xmlInstanceStatus struct {
+	InstanceID         string           `xml:"instanceId"`
+	AvailabilityZone   string           `xml:"availabilityZone"`
+	AvailabilityZoneID string           `xml:"availabilityZoneId"`
+	State              xmlState         `xml:"instanceState"`
+	InstanceStatus     xmlStatusSummary `xml:"instanceStatus"`
+	SystemStatus       xmlStatusSummary `xml:"systemStatus"`
+	Events             []xmlStatusEvent `xml:"eventsSet>item,omitempty"`
+}
+
 type describeInstanceStatusResponse struct {
 	ec2Meta
-	Statuses []struct {
-		InstanceID         string           `xml:"instanceId"`
-		AvailabilityZone   string           `xml:"availabilityZone"`
-		AvailabilityZoneID string           `xml:"availabilityZoneId"`
-		State              xmlState         `xml:"instanceState"`
-		InstanceStatus     xmlStatusSummary `xml:"instanceStatus"`
-		SystemStatus       xmlStatusSummary `xml:"systemStatus"`
-	} `xml:"instanceStatusSet>item"`
-	NextToken string `xml:"nextToken,omitempty"`
+	Statuses  []xmlInstanceStatus `xml:"instanceStatusSet>item"`
+	NextToken string              `xml:"nextToken,omitempty"`
 }
 
 func (e *Emulator) describeInstanceStatus(r *request) (any, *apiError) {
@@ -539,9 +551,19 @@ func (e *Emulator) describeInstanceStatus(r *request) (any, *apiError) {
 		get := func(name string) ([]string, bool) {
 			switch name {
 			case "instance-status.status":
-				return []string{statusOf(i)}, true
+				return []string{checkStatus(i, i.health.InstanceImpaired)}, true
+			case "instance-status.reachability":
+				return []string{reach(i, i.health.InstanceImpaired)}, true
 			case "system-status.status":
-				return []string{"ok"}, true
+				return []string{checkStatus(i, i.health.SystemImpaired)}, true
+			case "system-status.reachability":
+				return []string{reach(i, i.health.SystemImpaired)}, true
+			case "event.code":
+				var codes []string
+				for _, ev := range i.health.Events {
+					codes = append(codes, ev.Code)
+				}
+				return codes, true
 			}
 			return e.instanceFields(i)(name)
 		}
@@ -559,36 +581,52 @@ func (e *Emulator) describeInstanceStatus(r *request) (any, *apiError) {
 	}
 	resp := &describeInstanceStatusResponse{NextToken: next}
 	for _, i := range page {
-		item := resp.Statuses
-		item = append(item, struct {
-			InstanceID         string           `xml:"instanceId"`
-			AvailabilityZone   string           `xml:"availabilityZone"`
-			AvailabilityZoneID string           `xml:"availabilityZoneId"`
-			State              xmlState         `xml:"instanceState"`
-			InstanceStatus     xmlStatusSummary `xml:"instanceStatus"`
-			SystemStatus       xmlStatusSummary `xml:"systemStatus"`
-		}{
-			InstanceID: i.ID, AvailabilityZone: i.Zone, AvailabilityZoneID: i.ZoneID, State: stateOf(i.State),
-			InstanceStatus: xmlStatusSummary{Status: statusOf(i), Details: []xmlStatusDetail{{"reachability", reach(i)}}},
-			SystemStatus:   xmlStatusSummary{Status: "ok", Details: []xmlStatusDetail{{"reachability", "passed"}}},
-		})
-		resp.Statuses = item
+		resp.Statuses = append(resp.Statuses, statusOf(i))
 	}
 	return resp, nil
 }
 
-func statusOf(i *instance) string {
+// statusOf is an instance's DescribeInstanceStatus item.
+func statusOf(i *instance) xmlInstanceStatus {
+	check := func(failing bool, since time.Time) xmlStatusSummary {
+		d := xmlStatusDetail{Name: "reachability", Status: reach(i, failing)}
+		if failing && i.State == StateRunning {
+			d.ImpairedSince = since.Format(time.RFC3339Nano)
+		}
+		return xmlStatusSummary{Status: checkStatus(i, failing), Details: []xmlStatusDetail{d}}
+	}
+	out := xmlInstanceStatus{
+		InstanceID: i.ID, AvailabilityZone: i.Zone, AvailabilityZoneID: i.ZoneID, State: stateOf(i.State),
+		InstanceStatus: check(i.health.InstanceImpaired, i.health.instanceSince),
+		SystemStatus:   check(i.health.SystemImpaired, i.health.systemSince),
+	}
+	for k, ev := range i.health.Events {
+		x := xmlStatusEvent{ID: i.health.eventIDs[k], Code: ev.Code, Description: "The instance is scheduled for " + strings.ReplaceAll(ev.Code, "-", " ")}
+		if !ev.NotBefore.IsZero() {
+			x.NotBefore = ev.NotBefore.UTC().Format(time.RFC3339Nano)
+		}
+		out.Events = append(out.Events, x)
+	}
+	return out
+}
+
+// checkStatus is a status check's summary: EC2 reports not-applicable for
+// an instance that is not running.
+func checkStatus(i *instance, failing bool) string {
 	switch {
 	case i.State != StateRunning:
 		return "not-applicable"
-	case i.impaired:
+	case failing:
 		return "impaired"
 	}
 	return "ok"
 }
 
-func reach(i *instance) string {
-	if i.impaired {
+func reach(i *instance, failing bool) string {
+	switch {
+	case i.State != StateRunning:
+		return "not-applicable"
+	case failing:
 		return "failed"
 	}
 	return "passed"

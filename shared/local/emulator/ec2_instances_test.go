@@ -283,7 +283,7 @@ func TestCreateTags(t *testing.T) {
 }
 
 func TestRunInstancesAndStatus(t *testing.T) {
-	e, _ := newTestEmulator(t)
+	e, clk := newTestEmulator(t)
 	c := ec2Client(t, e)
 	ctx := context.Background()
 	lt := createLT(t, c, e, "karpenter.k8s.aws/run")
@@ -318,13 +318,50 @@ func TestRunInstancesAndStatus(t *testing.T) {
 	// Running, and known to DescribeInstanceStatus.
 	settle(t, e)
 	id := aws.ToString(out.Instances[0].InstanceId)
-	if err := e.ImpairInstance(id, true); err != nil {
+	if err := e.SetInstanceHealth(id, InstanceHealth{InstanceImpaired: true}); err != nil {
 		t.Fatal(err)
 	}
+	impairedAt := e.now()
 	st, err := c.DescribeInstanceStatus(ctx, &ec2.DescribeInstanceStatusInput{Filters: []ec2types.Filter{{Name: aws.String("instance-status.status"), Values: []string{"impaired"}}}})
 	if err != nil || len(st.InstanceStatuses) != 1 || aws.ToString(st.InstanceStatuses[0].InstanceId) != id ||
 		st.InstanceStatuses[0].InstanceStatus.Status != "impaired" || st.InstanceStatuses[0].SystemStatus.Status != "ok" || st.InstanceStatuses[0].InstanceState.Name != "running" {
-		t.Errorf("DescribeInstanceStatus: %+v %v", st, err)
+		t.Fatalf("DescribeInstanceStatus: %+v %v", st, err)
+	}
+	d := st.InstanceStatuses[0].InstanceStatus.Details
+	if len(d) != 1 || d[0].Status != ec2types.StatusTypeFailed || !aws.ToTime(d[0].ImpairedSince).Equal(impairedAt) {
+		t.Errorf("instance status details: %+v, want reachability failed since %s", d, impairedAt)
+	}
+	// The system check fails later; the instance check keeps its time; a
+	// retirement is scheduled.
+	clk.Step(time.Minute)
+	notBefore := e.now().Add(72 * time.Hour)
+	if err := e.SetInstanceHealth(id, InstanceHealth{InstanceImpaired: true, SystemImpaired: true, Events: []ScheduledEvent{{Code: "instance-retirement", NotBefore: notBefore}}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err = c.DescribeInstanceStatus(ctx, &ec2.DescribeInstanceStatusInput{Filters: []ec2types.Filter{{Name: aws.String("event.code"), Values: []string{"instance-retirement", "system-reboot"}}}})
+	if err != nil || len(st.InstanceStatuses) != 1 {
+		t.Fatalf("DescribeInstanceStatus by event.code: %+v %v", st, err)
+	}
+	s := st.InstanceStatuses[0]
+	if !aws.ToTime(s.InstanceStatus.Details[0].ImpairedSince).Equal(impairedAt) || !aws.ToTime(s.SystemStatus.Details[0].ImpairedSince).Equal(e.now()) || s.SystemStatus.Status != "impaired" {
+		t.Errorf("after the system check failed: %+v", s)
+	}
+	if len(s.Events) != 1 || s.Events[0].Code != ec2types.EventCodeInstanceRetirement || !aws.ToTime(s.Events[0].NotBefore).Equal(notBefore) || aws.ToString(s.Events[0].InstanceEventId) == "" {
+		t.Errorf("events: %+v", s.Events)
+	}
+	st, err = c.DescribeInstanceStatus(ctx, &ec2.DescribeInstanceStatusInput{Filters: []ec2types.Filter{{Name: aws.String("event.code"), Values: []string{"system-maintenance"}}}})
+	if err != nil || len(st.InstanceStatuses) != 0 {
+		t.Errorf("another event code matched: %+v %v", st, err)
+	}
+	// Healthy again: no filter matches.
+	if err := e.SetInstanceHealth(id, InstanceHealth{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"instance-status.status", "system-status.status"} {
+		st, err = c.DescribeInstanceStatus(ctx, &ec2.DescribeInstanceStatusInput{Filters: []ec2types.Filter{{Name: aws.String(f), Values: []string{"impaired"}}}})
+		if err != nil || len(st.InstanceStatuses) != 0 {
+			t.Errorf("%s impaired after recovery: %+v %v", f, st, err)
+		}
 	}
 }
 

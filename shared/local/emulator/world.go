@@ -1,6 +1,7 @@
 package emulator
 
 import (
+	"slices"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -99,7 +100,7 @@ type instance struct {
 	hidden     bool      // terminated long enough ago to vanish from Describe
 	nodeState  nodeState
 	nodeAt     time.Time // when the Node was registered
-	impaired   bool
+	health     instanceHealth
 	podCounter uint32
 	// conditions are node conditions set by SetNodeCondition, which the
 	// fake kubelet keeps on the node instead of its own.
@@ -582,16 +583,61 @@ func (e *Emulator) SetInstanceState(id, state string) error {
 	return nil
 }
 
-// ImpairInstance makes DescribeInstanceStatus report the instance's
-// instance-status impaired (or ok again).
-func (e *Emulator) ImpairInstance(id string, impaired bool) error {
+// InstanceHealth is what DescribeInstanceStatus reports about an instance
+// beyond its state: failed status checks and scheduled events.
+type InstanceHealth struct {
+	// InstanceImpaired fails the instance status check (reachability), as
+	// a kernel panic or exhausted memory on the instance would.
+	InstanceImpaired bool
+	// SystemImpaired fails the system status check: the host under it.
+	SystemImpaired bool
+	// Events are scheduled events (instance-retirement, system-reboot,
+	// instance-reboot, system-maintenance, instance-stop).
+	Events []ScheduledEvent
+}
+
+// ScheduledEvent is one scheduled event of an instance.
+type ScheduledEvent struct {
+	Code      string
+	NotBefore time.Time
+}
+
+// instanceHealth is InstanceHealth with when each check began to fail.
+type instanceHealth struct {
+	InstanceHealth
+	instanceSince, systemSince time.Time
+	eventIDs                   []string
+}
+
+// SetInstanceHealth sets what DescribeInstanceStatus reports about the
+// instance's checks and events from now on. A check that starts failing
+// is impaired since now; one that was failing already keeps its time.
+func (e *Emulator) SetInstanceHealth(id string, h InstanceHealth) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	i, ok := e.world.instByID[id]
 	if !ok {
 		return fmt.Errorf("emulator: no instance %s", id)
 	}
-	i.impaired = impaired
+	now := e.now()
+	since := func(failing, was bool, t time.Time) time.Time {
+		switch {
+		case !failing:
+			return time.Time{}
+		case was:
+			return t
+		}
+		return now
+	}
+	next := instanceHealth{
+		InstanceHealth: InstanceHealth{InstanceImpaired: h.InstanceImpaired, SystemImpaired: h.SystemImpaired, Events: slices.Clone(h.Events)},
+		instanceSince:  since(h.InstanceImpaired, i.health.InstanceImpaired, i.health.instanceSince),
+		systemSince:    since(h.SystemImpaired, i.health.SystemImpaired, i.health.systemSince),
+	}
+	for range h.Events {
+		next.eventIDs = append(next.eventIDs, e.newID("instance-event"))
+	}
+	i.health = next
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/local/deploy"
 	"github.com/karpless/karpless/shared/local/emulator"
@@ -240,6 +241,7 @@ func (c *chaos) act(ctx context.Context) {
 		{1.5, func(ctx context.Context) { c.interrupt(ctx, emulator.EventSpotInterruption) }},
 		{0.5, func(ctx context.Context) { c.interrupt(ctx, emulator.EventRebalance) }},
 		{0.3, func(ctx context.Context) { c.interrupt(ctx, emulator.EventScheduledChange) }},
+		{0.2, c.impair},
 		{0.15, c.releaseAMI},
 		{0.6, c.editNodePool},
 		{0.6, c.takeCapacity},
@@ -372,6 +374,37 @@ func (c *chaos) interrupt(ctx context.Context, kind emulator.EventKind) {
 	c.actions++
 	c.w.inv.changed()
 	c.w.inv.note("fault: EC2 sends %s for %s (%s %s, node %s)", kind, i.ID, i.InstanceType, i.CapacityType, i.NodeName)
+}
+
+// impair makes EC2 report a running instance broken (its instance or
+// system status check failed) or scheduled for retirement, as
+// DescribeInstanceStatus shows it; nothing comes through the queue.
+func (c *chaos) impair(context.Context) {
+	live := c.w.emu.Instances(func(i emulator.Instance) bool {
+		return i.State == emulator.StateRunning && i.NodeName != ""
+	})
+	if len(live) == 0 {
+		return
+	}
+	i := live[c.w.intn(len(live))]
+	var h emulator.InstanceHealth
+	what, due := "", c.w.now().Add(timing.InstanceStatusThreshold)
+	switch c.w.intn(3) {
+	case 0:
+		h.InstanceImpaired, what = true, "its instance status check failed"
+	case 1:
+		h.SystemImpaired, what = true, "its system status check failed"
+	default:
+		h.Events = []emulator.ScheduledEvent{{Code: "instance-retirement", NotBefore: c.w.now().Add(48 * time.Hour)}}
+		what, due = "a retirement scheduled", c.w.now()
+	}
+	if err := c.w.emu.SetInstanceHealth(i.ID, h); err != nil {
+		return
+	}
+	c.w.inv.impairedAt(i.ID, due)
+	c.actions++
+	c.w.inv.changed()
+	c.w.inv.note("fault: EC2 reports %s (%s %s, node %s): %s", i.ID, i.InstanceType, i.CapacityType, i.NodeName, what)
 }
 
 // releaseAMI publishes a new EKS AMI release: al2023@latest moves, the

@@ -36,6 +36,10 @@ const (
 	// unlaunchedLimit: a NodeClaim must launch within three ticks while an
 	// offering is available.
 	unlaunchedLimit = 3*time.Minute + 30*time.Second
+	// impairedLimit: a NodeClaim whose instance EC2 reports broken (for
+	// the two minutes the check must fail) or scheduled for retirement is
+	// deleting within three ticks.
+	impairedLimit = 3*time.Minute + 30*time.Second
 	// pendingLimit: every pod runs within five minutes of being created,
 	// or of the last change that took capacity away or made nodes move
 	// (an interruption, an AMI release, a NodePool edit, capacity running
@@ -72,6 +76,9 @@ type invariants struct {
 	// budgetEdits are the chaos schedule's edits of each pool's budgets,
 	// oldest first (guarded by mu).
 	budgetEdits map[string][]budgetEdit
+	// impaired is, per instance EC2 reports broken or retiring, when its
+	// claim became due for replacement (guarded by mu).
+	impaired map[string]time.Time
 }
 
 // budgetEdit is an edit of a NodePool's budgets: when the API server had
@@ -79,6 +86,19 @@ type invariants struct {
 type budgetEdit struct {
 	at     time.Time
 	before []karpv1.Budget
+}
+
+// impairedAt records that EC2 reports instance id broken or retiring; its
+// claim is due for replacement at due.
+func (v *invariants) impairedAt(id string, due time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.impaired == nil {
+		v.impaired = map[string]time.Time{}
+	}
+	if _, seen := v.impaired[id]; !seen {
+		v.impaired[id] = due
+	}
 }
 
 // budgetsEdited records that pool's budgets were just changed from before.
@@ -342,6 +362,20 @@ func (v *invariants) check(ctx context.Context) {
 			v.violate("unlaunched/"+nc.Name, "no NodeClaim left unlaunched longer than 3 ticks while an offering is available",
 				"nodeclaim %s unlaunched for %s, %s of them with an offering available (attempt %q)", nc.Name, now.Sub(nc.CreationTimestamp.Time).Round(time.Second),
 				now.Sub(since).Round(time.Second), nc.Annotations[cloud.LaunchAttemptAnnotation])
+		}
+	}
+	// Impaired instances' claims are deleting within three ticks.
+	v.mu.Lock()
+	impaired := maps.Clone(v.impaired)
+	v.mu.Unlock()
+	for id, due := range impaired {
+		nc := byInstance[id]
+		if !live[id] || nc == nil || nc.DeletionTimestamp != nil {
+			continue
+		}
+		if now.Sub(due) > impairedLimit {
+			v.violate("impaired/"+id, "a NodeClaim whose instance EC2 reports impaired or retiring is replaced within 3 ticks",
+				"nodeclaim %s on instance %s, due for replacement %s ago, is not deleting", nc.Name, id, now.Sub(due).Round(time.Second))
 		}
 	}
 	// Pods run within five minutes.

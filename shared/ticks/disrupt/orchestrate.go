@@ -36,6 +36,7 @@ import (
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/aws/instance"
 	"github.com/karpless/karpless/shared/core/planning"
+	"github.com/karpless/karpless/shared/core/repair"
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/function/clockctx"
@@ -66,6 +67,8 @@ const maxNotesPerPass = 20
 type Instances interface {
 	termination.Instances
 	List(ctx context.Context, states ...string) ([]instance.Instance, error)
+	// Health is EC2's instance status: impaired checks, scheduled events.
+	Health(ctx context.Context) ([]repair.InstanceStatus, error)
 }
 
 // Provisioning lends the disruption tick, per pass, what replacing a node
@@ -141,6 +144,9 @@ type Summary struct {
 	Expired     []string                  `json:"expired,omitempty"`
 	// Repaired are NodeClaims deleted for an unhealthy node (NODE_REPAIR).
 	Repaired []string `json:"repaired,omitempty"`
+	// Impaired are NodeClaims deleted because EC2 reports their instance
+	// impaired or scheduled for an event.
+	Impaired []string `json:"impaired,omitempty"`
 	// ScaledDown are NodeClaims of static NodePools deleted beyond their
 	// replicas.
 	ScaledDown []string  `json:"scaledDown,omitempty"`

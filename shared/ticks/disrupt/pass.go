@@ -47,6 +47,9 @@ type invocation struct {
 	guard   lease.Guard
 	facts   map[string]disruption.InstanceFacts
 	factsOK bool
+	// healthRead: EC2's instance status was read in this invocation
+	// (once, as Karpenter polls it once a minute).
+	healthRead bool
 }
 
 // Pass runs one pass outside Run (no lease, no loop): for tests and for
@@ -124,6 +127,11 @@ func (d *Disrupter) pass(ctx context.Context, inv *invocation, sum *Summary) (ti
 	sum.Repaired = append(sum.Repaired, repaired...)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("node repair: %w", err))
+	}
+	impaired, err := d.instanceStatus(ctx, inv, in)
+	sum.Impaired = append(sum.Impaired, impaired...)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("instance status: %w", err))
 	}
 	if err := d.demote(ctx, in); err != nil {
 		errs = append(errs, err)
@@ -293,6 +301,7 @@ func (d *Disrupter) applyStatus(ctx context.Context, in *disruption.Input) (int,
 // stampPools writes each NodePool's drift hash on it, and its status
 // (conditions, resources, nodes), as Karpenter does.
 func (d *Disrupter) stampPools(ctx context.Context, in *disruption.Input) error {
+	d.reportPools(in) // karpenter_nodepools_usage and _limit (poolmetrics.go)
 	var errs []error
 	classes := map[string]*awsv1.EC2NodeClass{}
 	for _, c := range in.Cluster.NodeClasses {

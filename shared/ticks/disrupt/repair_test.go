@@ -126,3 +126,113 @@ func TestNodeRepair(t *testing.T) {
 	}
 	w.assertInvariants()
 }
+
+// TestInstanceStatus: EC2's own view, as Karpenter's instance status
+// controller reads it. Of three nodes, one's instance fails its status
+// check and another is scheduled for retirement. The retirement is acted
+// on at once (the claim deleted, its pods drained within their budgets);
+// the failed check only once it has failed for two minutes, and then
+// forcefully (termination grace period cut to now). The third node stays,
+// and both are replaced.
+func TestInstanceStatus(t *testing.T) {
+	w := newWorld(t)
+	w.apply(func(np *karpv1.NodePool) {
+		np.Spec.Disruption.ConsolidateAfter = karpv1.MustParseNillableDuration("Never")
+	})
+	w.deployment("web", 3, "1", spreadHard)
+	w.converge(3, time.Minute)
+	live := w.live()
+	if len(live) != 3 {
+		t.Fatalf("%d instances, want 3: %s", len(live), w.describe())
+	}
+	broken, retiring, healthy := live[0], live[1], live[2]
+	if err := w.emu.SetInstanceHealth(broken.ID, emulator.InstanceHealth{InstanceImpaired: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.emu.SetInstanceHealth(retiring.ID, emulator.InstanceHealth{Events: []emulator.ScheduledEvent{
+		{Code: "instance-retirement", NotBefore: w.clk.Now().Add(72 * time.Hour)},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	claimOf := func(pid string) *karpv1.NodeClaim {
+		for _, nc := range w.claims() {
+			if nc.Status.ProviderID == pid {
+				return &nc
+			}
+		}
+		return nil
+	}
+	retiringClaim, brokenClaim := claimOf(retiring.ProviderID()), claimOf(broken.ProviderID())
+
+	// The event counts at once, without cutting the grace period; the
+	// failed check not yet (node repair being off changes nothing).
+	var impaired []string
+	for try := 0; try < 5 && len(impaired) == 0; try++ {
+		impaired = w.repairPass(false).Impaired
+	}
+	if !slices.Equal(impaired, []string{retiringClaim.Name}) {
+		t.Fatalf("impaired %v, want %s", impaired, retiringClaim.Name)
+	}
+	if nc := claimOf(retiring.ProviderID()); nc == nil || nc.DeletionTimestamp == nil {
+		t.Fatalf("the retiring instance's claim is not deleting: %+v", nc)
+	} else if _, cut := nc.Annotations[wellknown.NodeClaimTerminationTimestampAnnotation]; cut {
+		t.Errorf("a scheduled event cut the grace period: %v", nc.Annotations)
+	}
+	if nc := claimOf(broken.ProviderID()); nc == nil || nc.DeletionTimestamp != nil {
+		t.Fatalf("a check failed for less than two minutes deleted its claim")
+	}
+
+	w.step(2 * time.Minute)
+	impaired = nil
+	for try := 0; try < 5 && !slices.Contains(impaired, brokenClaim.Name); try++ {
+		impaired = append(impaired, w.repairPass(false).Impaired...)
+	}
+	if !slices.Equal(impaired, []string{brokenClaim.Name}) {
+		t.Fatalf("impaired %v, want %s only (the retiring claim is deleting already)", impaired, brokenClaim.Name)
+	}
+	if nc := claimOf(broken.ProviderID()); nc == nil || nc.DeletionTimestamp == nil || nc.Annotations[wellknown.NodeClaimTerminationTimestampAnnotation] == "" {
+		t.Fatalf("the broken instance's claim is not deleting with a termination timestamp: %+v", nc)
+	}
+	if got := w.eventsFor("InstanceUnhealthy", "NodeClaim"); !slices.Contains(got, brokenClaim.Name) || !slices.Contains(got, retiringClaim.Name) {
+		t.Errorf("InstanceUnhealthy on claims %v", got)
+	}
+
+	deadline := time.Now().Add(time.Minute)
+	for {
+		w.repairPass(false)
+		w.provision()
+		ids := map[string]bool{}
+		for _, i := range w.live() {
+			ids[i.ID] = true
+		}
+		if !ids[broken.ID] && !ids[retiring.ID] && ids[healthy.ID] && w.running(3) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("impaired instances not replaced: %s", w.describe())
+		}
+		w.step(time.Second)
+		time.Sleep(settleSleep)
+	}
+	if n := len(w.live()); n != 3 {
+		t.Errorf("%d instances after the replacements, want 3", n)
+	}
+	w.assertInvariants()
+}
+
+// eventsFor lists the names of the objects of kind with an Event reason.
+func (w *world) eventsFor(reason, kind string) []string {
+	w.t.Helper()
+	evs, err := w.e.Clients.Core.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range evs.Items {
+		if e.Reason == reason && e.InvolvedObject.Kind == kind && !slices.Contains(out, e.InvolvedObject.Name) {
+			out = append(out, e.InvolvedObject.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -2,6 +2,7 @@ package disrupt_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sort"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -21,9 +23,27 @@ import (
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/disruption"
 	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/local/deploy"
 	"github.com/karpless/karpless/shared/local/emulator"
+	"github.com/karpless/karpless/shared/local/testworld"
 )
+
+// disruptMetrics runs one disruption pass, as disrupt does, and returns
+// the metric lines it wrote, every figure extracted (the full level).
+func (w *world) disruptMetrics() *testworld.Metrics {
+	w.t.Helper()
+	d := w.disrupter(w.env(w.killer))
+	d.Metrics = record.NewMetrics("Karpless")
+	if _, _, err := d.Pass(context.Background()); err != nil && !errors.Is(err, testworld.ErrKilled) {
+		w.t.Logf("disruption pass: %v", err)
+	}
+	var out testworld.Metrics
+	if err := d.Metrics.Flush(&out, 0); err != nil {
+		w.t.Fatal(err)
+	}
+	return &out
+}
 
 // spreadHard puts each pod of the deployment on its own node.
 func spreadHard(spec *corev1.PodSpec, labels map[string]string) {
@@ -440,10 +460,13 @@ func TestBalancedConsolidationScoresTheMove(t *testing.T) {
 // Karpenter does (Ready, NodeClassReady, ValidationSucceeded, resources,
 // nodes); a NodePool that fails Karpenter's runtime validation (a label
 // value the CRD lets through) is not Ready and provisions nothing, though
-// it outweighs the valid one.
+// it outweighs the valid one. The pass publishes the status's resources and
+// the NodePools' limits as Karpenter's usage and limit gauges.
 func TestNodePoolStatus(t *testing.T) {
 	w := newWorld(t)
-	w.apply(nil)
+	w.apply(func(np *karpv1.NodePool) {
+		np.Spec.Limits = karpv1.Limits{corev1.ResourceCPU: resource.MustParse("100")}
+	})
 	ctx := context.Background()
 	bad := deploy.DefaultNodePool("invalid")
 	bad.Spec.Weight = new(int32(100))
@@ -458,7 +481,7 @@ func TestNodePoolStatus(t *testing.T) {
 			t.Errorf("claim %s provisioned by NodePool %s", nc.Name, pool)
 		}
 	}
-	w.disrupt()
+	metrics := w.disruptMetrics()
 	get := func(name string) *karpv1.NodePool {
 		np, err := w.e.Clients.NodePools.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -486,6 +509,37 @@ func TestNodePoolStatus(t *testing.T) {
 	}
 	if invalid.Status.Nodes == nil || *invalid.Status.Nodes != 0 {
 		t.Errorf("invalid nodes %v, want 0", invalid.Status.Nodes)
+	}
+	// Karpenter's karpenter_nodepools_usage and karpenter_nodepools_limit,
+	// from the same status, one series per NodePool and resource type.
+	gauge := func(name, pool, resourceType string) (float64, bool) {
+		for _, doc := range metrics.Lines(name) {
+			if doc["nodepool"] == pool && doc["resource_type"] == resourceType && doc["_aws"] != nil {
+				v, ok := doc[name].(float64)
+				return v, ok
+			}
+		}
+		return 0, false
+	}
+	if got, ok := gauge("karpenter_nodepools_usage", "default", "nodes"); !ok || got != float64(claims) {
+		t.Errorf("usage of nodes %v (written %v), want %d", got, ok, claims)
+	}
+	if got, ok := gauge("karpenter_nodepools_usage", "default", "cpu"); !ok || got != float64(good.Status.Resources.Cpu().MilliValue())/1000 {
+		t.Errorf("usage of cpu %v (written %v), want the status's %s", got, ok, good.Status.Resources.Cpu())
+	}
+	for _, rt := range []string{"memory", "pods", "ephemeral_storage"} {
+		if got, ok := gauge("karpenter_nodepools_usage", "default", rt); !ok || got <= 0 {
+			t.Errorf("usage of %s %v (written %v)", rt, got, ok)
+		}
+	}
+	if got, ok := gauge("karpenter_nodepools_usage", "invalid", "nodes"); !ok || got != 0 {
+		t.Errorf("usage of nodes of the invalid NodePool %v (written %v), want 0", got, ok)
+	}
+	if got, ok := gauge("karpenter_nodepools_limit", "default", "cpu"); !ok || got != 100 {
+		t.Errorf("limit of cpu %v (written %v), want 100", got, ok)
+	}
+	if lines := metrics.Lines("karpenter_nodepools_limit"); len(lines) != 1 {
+		t.Errorf("limit lines %v, want the default NodePool's cpu only (the invalid one has no limits)", lines)
 	}
 	before := good.ResourceVersion
 	w.disrupt()

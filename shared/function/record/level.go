@@ -35,6 +35,13 @@ func (l Level) Extracts(name string) bool {
 //     failures alarm; written only when CreateFleet fails.
 //   - karpenter_voluntary_disruption_queue_failures_total: the abandoned
 //     disruption commands alarm; written only when one is abandoned.
+//
+// Every other figure is extracted at Full only, among them those a
+// healthy cluster writes every tick (karpenter_nodepools_usage and
+// karpenter_nodepools_limit, several series per NodePool) and
+// karpenter_cloudprovider_errors_total, written only on failure but read
+// by no alarm: a failing EC2 call fails its tick, which alarm 1 (the
+// functions' Errors) watches.
 func Alarmed(name string) bool {
 	switch name {
 	case "karpenter_scheduler_queue_depth",

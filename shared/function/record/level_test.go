@@ -18,11 +18,28 @@ func TestMetricsLevels(t *testing.T) {
 		m.Count("karpenter_nodeclaims_created_total", 2, map[string]string{"nodepool": "default", "reason": "provisioning"})
 		m.Gauge("karpenter_nodepools_allowed_disruptions", 1, map[string]string{"nodepool": "default", "reason": "empty"})
 		m.Observe("karpenter_scheduler_scheduling_duration_seconds", "Seconds", 0.25, map[string]string{"controller": "provisioner"})
+		// Issue 16 item 9's: at Full only.
+		m.Gauge("karpenter_nodepools_usage", 4, map[string]string{"nodepool": "default", "resource_type": "cpu"})
+		m.Gauge("karpenter_nodepools_limit", 1000, map[string]string{"nodepool": "default", "resource_type": "cpu"})
+		m.Observe("karpenter_pods_startup_duration_seconds", "Seconds", 42, nil)
+		m.Observe("karpenter_pods_bound_duration_seconds", "Seconds", 30, nil)
+		m.Count("karpenter_cloudprovider_errors_total", 1, map[string]string{"controller": "nodeclaim.lifecycle", "method": "Create", "provider": "aws", "error": ""})
+		m.Count("karpenter_interruption_received_messages_total", 1, map[string]string{"message_type": "no_op"})
+		m.Count("karpenter_interruption_deleted_messages_total", 1, nil)
+		m.Observe("karpenter_interruption_message_queue_duration_seconds", "Seconds", 3, nil)
 	}
 	all := []string{
+		"karpenter_cloudprovider_errors_total",
 		"karpenter_cloudprovider_instance_launch_failures_total",
+		"karpenter_interruption_deleted_messages_total",
+		"karpenter_interruption_message_queue_duration_seconds",
+		"karpenter_interruption_received_messages_total",
 		"karpenter_nodeclaims_created_total",
 		"karpenter_nodepools_allowed_disruptions",
+		"karpenter_nodepools_limit",
+		"karpenter_nodepools_usage",
+		"karpenter_pods_bound_duration_seconds",
+		"karpenter_pods_startup_duration_seconds",
 		"karpenter_scheduler_queue_depth",
 		"karpenter_scheduler_scheduling_duration_seconds",
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -208,7 +209,8 @@ func key(name string, dims map[string]string) string {
 	return name + "|" + strings.Join(ks, ",")
 }
 
-// Flush writes one JSON line per metric and dimension set to w. Each line
+// Flush writes one JSON line per metric and dimension set to w (more for a
+// distribution of over MaxValuesPerLine values). Each line
 // holds the dimensions as fields, the value (or values) under the metric's
 // name, and "metric" with that name, so Logs Insights can filter on it;
 // only a metric the level extracts has the "_aws" block that makes
@@ -246,18 +248,26 @@ func (m *Metrics) Flush(w io.Writer, timestampMillis int64) error {
 				}},
 			}
 		}
-		if len(p.values) == 1 {
-			doc[p.name] = p.values[0]
-		} else {
-			doc[p.name] = p.values
-		}
-		b, err := json.Marshal(doc)
-		if err != nil {
-			return err
-		}
-		if _, err := w.Write(append(b, '\n')); err != nil {
-			return err
+		for values := range slices.Chunk(p.values, MaxValuesPerLine) {
+			if len(values) == 1 {
+				doc[p.name] = values[0]
+			} else {
+				doc[p.name] = values
+			}
+			b, err := json.Marshal(doc)
+			if err != nil {
+				return err
+			}
+			if _, err := w.Write(append(b, '\n')); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
+
+// MaxValuesPerLine is the most values one EMF document may hold for a
+// metric (CloudWatch's limit, which the aws-embedded-metrics libraries
+// keep by splitting too): a distribution with more, such as the startup
+// durations of a large rollout, is written as several lines.
+const MaxValuesPerLine = 100

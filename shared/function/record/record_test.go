@@ -83,3 +83,35 @@ func TestMetricsEMF(t *testing.T) {
 		t.Fatalf("distribution not kept: %s", lines[1])
 	}
 }
+
+// A distribution of more values than one EMF document may hold (100, as
+// CloudWatch rejects more) is written as several lines, none over the
+// limit, together holding every value in order.
+func TestMetricsEMFSplitsLongDistributions(t *testing.T) {
+	m := NewMetrics("Karpless")
+	for i := range 250 {
+		m.Observe("karpenter_pods_startup_duration_seconds", "Seconds", float64(i), nil)
+	}
+	var b bytes.Buffer
+	if err := m.Flush(&b, 1700000000000); err != nil {
+		t.Fatal(err)
+	}
+	var all []float64
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	for _, line := range lines {
+		var doc struct {
+			AWS    map[string]any `json:"_aws"`
+			Values []float64      `json:"karpenter_pods_startup_duration_seconds"`
+		}
+		if err := json.Unmarshal([]byte(line), &doc); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		if len(doc.Values) > MaxValuesPerLine || doc.AWS == nil {
+			t.Errorf("a line of %d values (EMF block %v)", len(doc.Values), doc.AWS != nil)
+		}
+		all = append(all, doc.Values...)
+	}
+	if len(lines) != 3 || len(all) != 250 || all[0] != 0 || all[249] != 249 || all[100] != 100 {
+		t.Fatalf("%d lines holding %d values", len(lines), len(all))
+	}
+}

@@ -58,10 +58,15 @@ var nodeClaimGVK = karpv1.SchemeGroupVersion.WithKind("NodeClaim")
 // every answer that launched nothing, since EC2 replays that answer to any
 // retry with the same token; it does not advance when no answer came (the
 // call may have been applied, and the same token then returns its result).
+//
+// Each failed call to EC2 (and each launch that ends before CreateFleet,
+// as Karpenter's Create does) counts in karpenter_cloudprovider_errors_total
+// as method Create (errors.go).
 func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	failed := Errors{Metrics: c.Metrics, Controller: ControllerLifecycle}
 	existing, err := c.Instances.ForNodeClaim(ctx, nc.Name)
 	if err != nil {
-		return nil, err
+		return nil, failed.Count(MethodCreate, err)
 	}
 	if len(existing) > 0 {
 		// A tick died between CreateFleet and recording its result.
@@ -72,7 +77,7 @@ func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeC
 				extra = append(extra, i.ID)
 			}
 			if err := c.Instances.Terminate(ctx, extra...); err != nil {
-				return nil, err
+				return nil, failed.Count(MethodCreate, err)
 			}
 		}
 		c.Log.Info("adopting instance launched by an earlier tick", "nodeclaim", nc.Name, "instance", keep.ID)
@@ -83,10 +88,13 @@ func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeC
 	}
 	view := c.views[nc.Spec.NodeClassRef.Name]
 	if view == nil {
+		// Karpenter's Create takes a missing class for a lack of capacity.
+		failed.Count(MethodCreate, errNoOffering)
 		c.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "NodeClassNotReady", "EC2NodeClass %s not found", nc.Spec.NodeClassRef.Name)
 		return nil, nil
 	}
 	if !nodeclass.IsReady(view.nc) {
+		failed.Count(MethodCreate, errNodeClassNotReady)
 		c.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "NodeClassNotReady", "EC2NodeClass %s is not ready", view.nc.Name)
 		return nil, nil
 	}
@@ -95,18 +103,19 @@ func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeC
 	for calls < maxFleetCallsPerLaunch {
 		capacityType, offerings, types, reservation := c.offerings(nc, view, calls == 0)
 		if len(offerings) == 0 {
+			failed.Count(MethodCreate, errNoOffering)
 			return nil, c.retire(ctx, nc, "no offering of its instance types is available (all marked unavailable or filtered out)")
 		}
 		info, err := c.Cluster(ctx)
 		if err != nil {
-			return nil, err
+			return nil, failed.Count(MethodCreate, err)
 		}
 		templates, err := c.Templates.Ensure(ctx, TemplateRequest{
 			NodeClass: view.nc, NodeClaim: nc, InstanceTypes: types, CapacityType: capacityType, Cluster: info,
 			Seen: &c.templates, CapacityReservationID: reservation.ReservationID, CapacityReservationType: reservation.ReservationType,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("ensuring launch templates: %w", err)
+			return nil, failed.Count(MethodCreate, fmt.Errorf("ensuring launch templates: %w", err))
 		}
 		if err := c.guard.Check(ctx, "launching"); err != nil {
 			return nil, err
@@ -118,6 +127,10 @@ func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeC
 			Context:       fleetContext(view.nc, nc),
 			ReservationID: reservation.ReservationID, ReservationType: reservation.ReservationType,
 		})
+		if !errors.Is(err, instance.ErrAlreadyRequested) {
+			// An earlier call with this token was applied: not a failure.
+			failed.Count(MethodCreate, err)
+		}
 		if capacityType == wellknown.CapacityTypeReserved {
 			c.markReservationsFull(reservation.ReservationID, res.Errors)
 		} else {

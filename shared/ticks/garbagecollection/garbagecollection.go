@@ -24,6 +24,7 @@ import (
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/aws/instance"
+	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/cluster"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
@@ -111,6 +112,7 @@ func (c *Collector) Run(ctx context.Context, snap *cluster.Snapshot, snapTime ti
 	}
 	if len(orphans) > 0 {
 		if err := c.Instances.Terminate(ctx, orphans...); err != nil {
+			cloud.Errors{Metrics: c.Metrics, Controller: cloud.ControllerInstanceGC}.Count(cloud.MethodDelete, err)
 			errs = append(errs, fmt.Errorf("terminating instances without a nodeclaim: %w", err))
 		} else {
 			s.Instances = orphans
@@ -146,6 +148,7 @@ func (c *Collector) Run(ctx context.Context, snap *cluster.Snapshot, snapTime ti
 		// Not listed: a direct read (the list filters on tags, which lag).
 		inst, err := c.Instances.Get(ctx, id)
 		if err != nil && !errors.Is(err, instance.ErrNotFound) {
+			cloud.Errors{Metrics: c.Metrics, Controller: cloud.ControllerNodeClaimGC}.Count(cloud.MethodGet, err)
 			errs = append(errs, err)
 			continue
 		}

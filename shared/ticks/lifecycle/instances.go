@@ -11,6 +11,7 @@ import (
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/aws/instance"
+	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/kube"
@@ -38,15 +39,15 @@ type InstanceTerminator interface {
 // its provider ID and by its tag, and returns the ones not confirmed gone
 // yet (terminated, or missing from EC2 for timing.NotFoundPatience), with how many
 // termination requests it sent. The claim's finalizer may go only once the
-// list is empty.
-func TerminateInstances(ctx context.Context, k *kube.Clients, api InstanceTerminator, clk clock.PassiveClock, nc *karpv1.NodeClaim) (waiting []string, sent int, err error) {
+// list is empty. A failed EC2 call counts in failed as Karpenter's Delete.
+func TerminateInstances(ctx context.Context, k *kube.Clients, api InstanceTerminator, clk clock.PassiveClock, nc *karpv1.NodeClaim, failed cloud.Errors) (waiting []string, sent int, err error) {
 	ids := map[string]bool{}
 	if id := wellknown.InstanceIDFromProviderID(nc.Status.ProviderID); id != "" {
 		ids[id] = true
 	}
 	tagged, err := api.ForNodeClaim(ctx, nc.Name)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, failed.Count(cloud.MethodDelete, err)
 	}
 	for _, i := range tagged {
 		ids[i.ID] = true
@@ -59,7 +60,7 @@ func TerminateInstances(ctx context.Context, k *kube.Clients, api InstanceTermin
 			continue
 		}
 		if err != nil {
-			return nil, sent, err
+			return nil, sent, failed.Count(cloud.MethodDelete, err)
 		}
 		if inst.State == "terminated" {
 			continue
@@ -67,7 +68,7 @@ func TerminateInstances(ctx context.Context, k *kube.Clients, api InstanceTermin
 		waiting = append(waiting, id)
 		if inst.State != "shutting-down" {
 			if err := api.Terminate(ctx, id); err != nil {
-				return nil, sent, err
+				return nil, sent, failed.Count(cloud.MethodDelete, err)
 			}
 			sent++
 		}

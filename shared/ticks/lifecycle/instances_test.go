@@ -13,6 +13,7 @@ import (
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/aws/instance"
+	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/local/kubetest"
@@ -68,7 +69,7 @@ func TestTerminateInstancesNeverTrustsOneNotFound(t *testing.T) {
 	ec2 := &ec2View{known: map[string]string{}}
 
 	// Not listed yet: waiting, and the first NotFound is recorded.
-	waiting, sent, err := TerminateInstances(ctx, e.Clients, ec2, clk, nc)
+	waiting, sent, err := TerminateInstances(ctx, e.Clients, ec2, clk, nc, cloud.Errors{})
 	if err != nil || len(waiting) != 1 || sent != 0 {
 		t.Fatalf("first NotFound: waiting %v sent %d err %v; want the instance waited for", waiting, sent, err)
 	}
@@ -78,7 +79,7 @@ func TestTerminateInstancesNeverTrustsOneNotFound(t *testing.T) {
 	// Listed now: terminated, and the record is forgotten.
 	clk.Step(5 * time.Second)
 	ec2.known["i-0123456789abcdef0"] = "running"
-	waiting, sent, err = TerminateInstances(ctx, e.Clients, ec2, clk, nc)
+	waiting, sent, err = TerminateInstances(ctx, e.Clients, ec2, clk, nc, cloud.Errors{})
 	if err != nil || len(waiting) != 1 || sent != 1 || len(ec2.terminated) != 1 {
 		t.Fatalf("listed: waiting %v sent %d err %v terminated %v", waiting, sent, err, ec2.terminated)
 	}
@@ -88,20 +89,20 @@ func TestTerminateInstancesNeverTrustsOneNotFound(t *testing.T) {
 	// Gone from EC2 (purged an hour after termination): NotFound must last
 	// timing.NotFoundPatience before the claim may let go.
 	delete(ec2.known, "i-0123456789abcdef0")
-	if waiting, _, _ = TerminateInstances(ctx, e.Clients, ec2, clk, nc); len(waiting) != 1 {
+	if waiting, _, _ = TerminateInstances(ctx, e.Clients, ec2, clk, nc, cloud.Errors{}); len(waiting) != 1 {
 		t.Fatalf("a single NotFound was taken as gone: waiting %v", waiting)
 	}
 	clk.Step(timing.NotFoundPatience / 2)
-	if waiting, _, _ = TerminateInstances(ctx, e.Clients, ec2, clk, nc); len(waiting) != 1 {
+	if waiting, _, _ = TerminateInstances(ctx, e.Clients, ec2, clk, nc, cloud.Errors{}); len(waiting) != 1 {
 		t.Fatalf("gone before NotFoundPatience: waiting %v", waiting)
 	}
 	clk.Step(timing.NotFoundPatience/2 + time.Second)
-	if waiting, _, err = TerminateInstances(ctx, e.Clients, ec2, clk, nc); err != nil || len(waiting) != 0 {
+	if waiting, _, err = TerminateInstances(ctx, e.Clients, ec2, clk, nc, cloud.Errors{}); err != nil || len(waiting) != 0 {
 		t.Fatalf("still waiting after timing.NotFoundPatience of NotFound: %v %v", waiting, err)
 	}
 	// A terminated instance is gone at once.
 	ec2.known["i-0123456789abcdef0"] = "terminated"
-	if waiting, _, err = TerminateInstances(ctx, e.Clients, ec2, clk, nc); err != nil || len(waiting) != 0 {
+	if waiting, _, err = TerminateInstances(ctx, e.Clients, ec2, clk, nc, cloud.Errors{}); err != nil || len(waiting) != 0 {
 		t.Fatalf("terminated: %v %v", waiting, err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/kube"
@@ -288,7 +289,7 @@ func (l *Lifecycle) finalizeUnregistered(ctx context.Context, nc *karpv1.NodeCla
 	if !slices.Contains(nc.Finalizers, wellknown.TerminationFinalizer) {
 		return false, nil
 	}
-	waiting, _, err := TerminateInstances(ctx, l.Kube, l.Instances, l.Clock, nc)
+	waiting, _, err := TerminateInstances(ctx, l.Kube, l.Instances, l.Clock, nc, cloud.Errors{Metrics: l.Metrics, Controller: cloud.ControllerLifecycle})
 	if err != nil {
 		return false, err
 	}

@@ -133,9 +133,16 @@ func TestSpotFallsBackToOnDemand(t *testing.T) {
 	w.Emu.Inject(emulator.ICE("spot", "", ""))
 	w.Pods("app", 1, "1", nil)
 	w.WaitUnschedulable(1)
+	var metrics testworld.Metrics
+	w.App.Out = &metrics
 	// Other answers may launch nothing first (the instance profile IAM has
 	// not propagated yet): each advances the attempt too.
 	tickUntil(w, "tick", 10, 5*time.Second, func() bool { return allLaunched(w) })
+	// Each spot CreateFleet that launched nothing failed Karpenter's Create
+	// with an InsufficientCapacityError.
+	if n := metrics.Sum(cloud.ErrorsMetric, map[string]string{"controller": "nodeclaim.lifecycle", "method": "Create", "provider": "aws", "error": "InsufficientCapacityError"}); n < 1 {
+		t.Errorf("%v spot launches counted as failed, want at least one: %v", n, metrics.Lines(cloud.ErrorsMetric))
+	}
 	claims := w.Claims()
 	if len(claims) != 1 {
 		t.Fatalf("%d claims", len(claims))

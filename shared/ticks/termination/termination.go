@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/clock"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/cluster"
 	"github.com/karpless/karpless/shared/core/podutil"
 	"github.com/karpless/karpless/shared/core/timing"
@@ -154,7 +155,7 @@ func (t *Terminator) terminate(ctx context.Context, nc *karpv1.NodeClaim, node *
 	}
 	// Drained (or never registered): terminate whatever instance the claim
 	// has, and wait until EC2 confirms each one gone.
-	live, sent, err := lifecycle.TerminateInstances(ctx, t.Kube, t.Instances, t.Clock, nc)
+	live, sent, err := lifecycle.TerminateInstances(ctx, t.Kube, t.Instances, t.Clock, nc, cloud.Errors{Metrics: t.Metrics, Controller: cloud.ControllerNodeTermination})
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,9 @@ type invocation struct {
 	// overlays are the NodeOverlays of the last snapshot, applied after
 	// every Use of the invocation.
 	overlays overlays
+	// podTimings asks the next pass to observe the pods' startup and bound
+	// durations (startup.go): the first pass of a scheduled tick.
+	podTimings bool
 }
 
 type passResult struct {
@@ -71,9 +74,14 @@ func (p *Provisioner) passOnce(ctx context.Context, inv *invocation) (Summary, e
 
 func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, error) {
 	var res passResult
+	snapAt := p.Clock.Now()
 	snap, err := snapshot.Take(ctx, p.Kube, p.Clock)
 	if err != nil {
 		return res, err
+	}
+	if inv.podTimings {
+		inv.podTimings = false
+		p.recordPodTimings(snap.Pods, snapAt)
 	}
 	res.snapshotBytes = snap.Stats.BytesRead
 	if err := p.openCloud(ctx, inv); err != nil {

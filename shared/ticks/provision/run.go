@@ -34,7 +34,7 @@ func (p *Provisioner) Run(ctx context.Context, holder string) (Summary, error) {
 	var sum Summary
 	var errs []error
 	held, err := p.skeleton(holder, 0).Run(ctx, func(ctx context.Context, l *lease.Lease) error {
-		inv := &invocation{resolved: map[string]bool{}, guard: l.Hold}
+		inv := &invocation{resolved: map[string]bool{}, guard: l.Hold, podTimings: true}
 		r, err := p.pass(ctx, inv)
 		sum.add(r)
 		if err != nil {

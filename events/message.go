@@ -83,7 +83,12 @@ func (m Message) Action() Action {
 	return Ignore
 }
 
-// MessageType returns the message_type label of karpenter_interruption_received_messages_total.
+// MessageType returns the message_type label of karpenter_interruption_received_messages_total,
+// Karpenter v1.14.1's kinds (aws pkg/controllers/interruption/messages/types.go): "no_op" for every
+// message Karpenter parses to nothing to do (a state change to pending or running, a Health event
+// that is not an EC2 scheduled change, an event of another source or detail type, a scheduler tick).
+// A Capacity Block expiration, which Karpenter does not read from its queue, is counted with the
+// capacity reservation interruptions, whose action it shares.
 func (m Message) MessageType() string {
 	switch m.Kind {
 	case KindSpotInterruption:
@@ -102,7 +107,7 @@ func (m Message) MessageType() string {
 			return "instance_terminated"
 		}
 	}
-	return "unknown"
+	return "no_op"
 }
 
 // Reason returns the reason of the Kubernetes Event Karpenter v1 publishes on the Node and NodeClaim,

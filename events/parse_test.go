@@ -66,8 +66,8 @@ func TestParseSamples(t *testing.T) {
 		{"rebalance-recommendation.json", outcome{
 			ec2(KindRebalanceRecommendation, DetailTypeRebalanceRecommendation, "c39d4a7e-2f1b-48a6-b0e5-7f9a1c3d5e20", "2026-03-02T13:58:41Z", "i-0a1b2c3d4e5f60718"),
 			NoAction, "rebalance_recommendation", "SpotRebalanceRecommendation"}},
-		{"state-change-pending.json", outcome{stateChange(1, "pending", "2026-03-03T07:11:21Z", "i-07f3e2d1c0b9a8f76"), Ignore, "unknown", ""}},
-		{"state-change-running.json", outcome{stateChange(2, "running", "2026-03-03T07:12:22Z", "i-07f3e2d1c0b9a8f76"), Ignore, "unknown", ""}},
+		{"state-change-pending.json", outcome{stateChange(1, "pending", "2026-03-03T07:11:21Z", "i-07f3e2d1c0b9a8f76"), Ignore, "no_op", ""}},
+		{"state-change-running.json", outcome{stateChange(2, "running", "2026-03-03T07:12:22Z", "i-07f3e2d1c0b9a8f76"), Ignore, "no_op", ""}},
 		{"state-change-stopping.json", outcome{stateChange(3, "stopping", "2026-03-03T07:13:23Z", "i-07f3e2d1c0b9a8f76"), CordonAndDrain, "instance_stopped", "InstanceStopping"}},
 		{"state-change-stopped.json", outcome{stateChange(4, "stopped", "2026-03-03T07:14:24Z", "i-07f3e2d1c0b9a8f76"), CordonAndDrain, "instance_stopped", "InstanceStopping"}},
 		{"state-change-shutting-down.json", outcome{stateChange(5, "shutting-down", "2026-03-03T07:15:25Z", "i-07f3e2d1c0b9a8f76"), CordonAndDrain, "instance_terminated", "InstanceTerminating"}},
@@ -81,24 +81,24 @@ func TestParseSamples(t *testing.T) {
 		{"health-non-ec2.json", outcome{Message{
 			Kind: KindUnknown, ID: "a4c7e1b9-3d2f-4a60-8e5b-1f9c0d7a2b64", Source: SourceHealth, DetailType: DetailTypeHealth,
 			Account: "123456789012", Region: "us-west-2", Time: mustTime(t, "2026-03-06T09:00:00Z"),
-		}, Ignore, "unknown", ""}},
+		}, Ignore, "no_op", ""}},
 		{"health-ec2-issue.json", outcome{Message{
 			Kind: KindUnknown, ID: "d2b8f6a0-7c4e-41d9-95a3-6e0f2c8b1d47", Source: SourceHealth, DetailType: DetailTypeHealth,
 			Account: "123456789012", Region: "us-west-2", Time: mustTime(t, "2026-03-06T11:42:17Z"),
-		}, Ignore, "unknown", ""}},
+		}, Ignore, "no_op", ""}},
 		{"capacity-reservation-interruption.json", outcome{cr, CordonAndDrain, "capacity_reservation_interrupted", "CapacityReservationInstanceInterrupted"}},
 		{"scheduled-tick.json", outcome{Message{
 			Kind: KindScheduled, ID: "19c6e0d4-8a2b-4f73-b5e9-0d1a7c3f6b82", Source: SourceEvents, DetailType: DetailTypeScheduled,
 			Account: "123456789012", Region: "us-west-2", Time: mustTime(t, "2026-03-02T14:06:00Z"),
-		}, Ignore, "unknown", ""}},
+		}, Ignore, "no_op", ""}},
 		{"unknown-source.json", outcome{Message{
 			Kind: KindUnknown, ID: "e8a1c5f3-0b7d-4e29-9c64-5a3f1d8b0e72", Source: "aws.autoscaling", DetailType: "EC2 Instance-terminate Lifecycle Action",
 			Account: "123456789012", Region: "us-west-2", Time: mustTime(t, "2026-03-07T16:21:05Z"),
-		}, Ignore, "unknown", ""}},
+		}, Ignore, "no_op", ""}},
 		{"unknown-detail-type.json", outcome{Message{
 			Kind: KindUnknown, ID: "3c9f7b15-e0a4-4d62-b8c1-7f2e5a0d9b36", Source: SourceEC2, DetailType: "EBS Snapshot Notification",
 			Account: "123456789012", Region: "us-west-2", Time: mustTime(t, "2026-03-07T02:00:44Z"),
-		}, Ignore, "unknown", ""}},
+		}, Ignore, "no_op", ""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

@@ -97,22 +97,26 @@ type parsed struct {
 // Handle processes one SQS batch. holder identifies the invocation.
 func (h *Handler) Handle(ctx context.Context, batch lambdaevents.SQSEvent, holder string) (Result, error) {
 	var res Result
+	// Every message not reported failed is deleted by the event source
+	// mapping once the handler returns (the Lambda handler never fails the
+	// batch as a whole), as Karpenter deletes each message it parsed and
+	// handled and each it could not parse.
+	defer func() { h.countDeleted(len(batch.Records) - len(res.Response.BatchItemFailures)) }()
 	var work []parsed
 	for _, rec := range batch.Records {
 		msg, err := events.Parse([]byte(rec.Body))
 		if err != nil {
-			// Retrying cannot fix a malformed body: drop it, loudly.
+			// Retrying cannot fix a malformed body: drop it, loudly. Like
+			// Karpenter, it is not counted as received (it has no type),
+			// only as deleted.
 			h.Log.Warn("dropping malformed interruption message", "message_id", rec.MessageId, "error", err)
-			h.Metrics.Count("karpenter_interruption_received_messages_total", 1, map[string]string{"message_type": "malformed"})
 			res.Dropped++
 			continue
 		}
-		h.Metrics.Count("karpenter_interruption_received_messages_total", 1, map[string]string{"message_type": msg.MessageType()})
-		if !msg.Time.IsZero() {
-			h.Metrics.Observe("karpenter_interruption_message_queue_duration_seconds", "Seconds", h.Clock.Since(msg.Time).Seconds(), nil)
-		}
+		h.Metrics.Count(receivedMessagesMetric, 1, map[string]string{"message_type": msg.MessageType()})
 		if msg.Action() == events.Ignore {
 			h.Log.Info("ignoring interruption message", "message_id", rec.MessageId, "kind", msg.Kind, "detail_type", msg.DetailType)
+			h.observeQueueTime(msg)
 			res.Dropped++
 			continue
 		}
@@ -144,7 +148,9 @@ func (h *Handler) Handle(ctx context.Context, batch lambdaevents.SQSEvent, holde
 		if err != nil {
 			errs = append(errs, fmt.Errorf("message %s: %w", w.id, err))
 			res.Response.BatchItemFailures = append(res.Response.BatchItemFailures, lambdaevents.SQSBatchItemFailure{ItemIdentifier: w.id})
+			continue
 		}
+		h.observeQueueTime(w.msg)
 	}
 	if len(res.Acted) > 0 {
 		res.TaintedAt = h.Clock.Now()
@@ -177,6 +183,35 @@ func (h *Handler) Handle(ctx context.Context, batch lambdaevents.SQSEvent, holde
 		}
 	}
 	return res, errors.Join(errs...)
+}
+
+// The interruption metrics, Karpenter's (aws pkg/controllers/interruption/metrics.go).
+const (
+	// receivedMessagesMetric counts each message parsed, by its
+	// message_type (events.Message.MessageType).
+	receivedMessagesMetric = "karpenter_interruption_received_messages_total"
+	// deletedMessagesMetric counts the messages deleted from the queue.
+	deletedMessagesMetric = "karpenter_interruption_deleted_messages_total"
+	// queueDurationMetric is the time from the event to the end of its
+	// handling, for each message handled without failure.
+	queueDurationMetric = "karpenter_interruption_message_queue_duration_seconds"
+)
+
+// observeQueueTime records how long a handled message waited since its
+// event, as Karpenter does once it has handled a message, before deleting
+// it (a message that failed is observed when it is handled again).
+func (h *Handler) observeQueueTime(msg events.Message) {
+	if !msg.Time.IsZero() {
+		h.Metrics.Observe(queueDurationMetric, "Seconds", h.Clock.Since(msg.Time).Seconds(), nil)
+	}
+}
+
+// countDeleted counts the messages the batch leaves to be deleted; none,
+// no line (a counter of zero would only cost a series).
+func (h *Handler) countDeleted(n int) {
+	if n > 0 {
+		h.Metrics.Count(deletedMessagesMetric, float64(n), nil)
+	}
 }
 
 // retrySoon makes failed messages visible again after RetryAfter. A failure

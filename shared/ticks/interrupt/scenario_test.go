@@ -2,6 +2,7 @@ package interrupt_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"slices"
@@ -197,6 +198,8 @@ func waitGone(t *testing.T, w *testworld.World, claim string) {
 func TestEventKinds(t *testing.T) {
 	w := setup(t, 4)
 	m := mapping(t, w)
+	var metrics testworld.Metrics
+	w.App.Out = &metrics
 	handler := w.App.InterruptionHandler()
 	// Every message is handled without a failure reported: none comes back.
 	poll := func(what string) eventsource.Outcome {
@@ -245,6 +248,30 @@ func TestEventKinds(t *testing.T) {
 	}
 	// Deleted, not retried: poll fails on a reported failure.
 	poll("foreign and malformed messages")
+	// Karpenter's interruption metrics: every parsed message by its type
+	// (the state change to running is a no_op; the junk has no type), six
+	// messages deleted, a queue time for each of the five handled.
+	types := map[string]float64{}
+	for _, doc := range metrics.Lines("karpenter_interruption_received_messages_total") {
+		v, _ := doc["karpenter_interruption_received_messages_total"].(float64)
+		types[fmt.Sprint(doc["message_type"])] += v
+	}
+	for _, typ := range []string{"rebalance_recommendation", "no_op", "instance_stopped", "scheduled_change", "spot_interrupted"} {
+		if types[typ] < 1 {
+			t.Errorf("no %s message counted as received: %v", typ, types)
+		}
+	}
+	for typ := range types {
+		if !slices.Contains([]string{"spot_interrupted", "rebalance_recommendation", "scheduled_change", "instance_stopped", "instance_terminated", "capacity_reservation_interrupted", "no_op"}, typ) {
+			t.Errorf("message type %q is none of Karpenter's", typ)
+		}
+	}
+	if n := metrics.Sum("karpenter_interruption_deleted_messages_total", nil); n < 6 {
+		t.Errorf("%v messages counted as deleted, want at least the 6 sent", n)
+	}
+	if n := len(metrics.Values("karpenter_interruption_message_queue_duration_seconds")); n < 5 {
+		t.Errorf("%d queue durations, want one for each of the 5 messages handled at least", n)
+	}
 	w.Converge(2*time.Minute, drain(w))
 	for _, name := range []string{a.Name, b.Name, c.Name} {
 		waitGone(t, w, name)

@@ -105,15 +105,23 @@
 // available offering under its zone and capacity-type constraints, GPU and
 // metal types only when nothing else fits, as the AWS launch does.
 //
+// Node.Price is carried for consolidation and not used here.
+//
 // # Differences from Karpenter, on purpose
 //
-// Owners of zonal anti-affinity take one empty zone each (Karpenter narrows
-// a new claim to every empty zone and records them all, so one pod per batch
-// goes through); affinity bootstraps on one zone. Equal-weight NodePools are
-// tried cheapest first. minValues counts only the zones and capacity types
-// a claim still allows (Karpenter counts all the type's zones, and its
-// NodeClaim CRD then refuses a claim narrowed below minValues), and
-// BestEffort relaxes again after the cut (Karpenter does not). Node.Price
-// is carried for consolidation and not used here. Topology keys other than
-// the hostname track at most 64 domains.
+//   - Owners of zonal anti-affinity take one empty zone each, and affinity
+//     bootstraps on one zone. Karpenter narrows a new claim to every empty
+//     zone and records them all, so only one such pod per batch goes
+//     through and the rest wait for later batches; here all are placed in
+//     one, within the same constraint.
+//   - Equal-weight NodePools are tried cheapest first (Karpenter: by name),
+//     so the order of names does not decide the bill.
+//   - minValues counts only the zones and capacity types a claim still
+//     allows (Karpenter counts all the type's zones, and its NodeClaim CRD
+//     then refuses a claim narrowed below minValues), and BestEffort relaxes
+//     again after the types are cut to the sixty sent (Karpenter does not):
+//     either way the NodeClaim written never lists fewer values than its
+//     minValues, which the CRD would refuse.
+//   - Topology keys other than the hostname track at most 64 domains (a
+//     bitset per key, for speed); zones and custom keys stay far below.
 package scheduling

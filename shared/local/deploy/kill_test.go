@@ -7,16 +7,36 @@ import (
 )
 
 func TestGaps(t *testing.T) {
+	w, r := "kube PATCH /apis/karpenter.sh/v1/nodeclaims/a", "aws DescribeInstances"
 	for _, tc := range []struct {
-		n    int
-		want []Gap
+		name  string
+		calls []string
+		want  []Gap
 	}{
-		{0, nil},
-		{1, []Gap{{At: 1}, {At: 1, After: true}}},
-		{3, []Gap{{At: 1}, {At: 2}, {At: 3}, {At: 3, After: true}}},
+		{"none", nil, nil},
+		{"one write", []string{w}, []Gap{{At: 1}, {At: 1, After: true}}},
+		{"writes", []string{w, w, w}, []Gap{{At: 1}, {At: 2}, {At: 3}, {At: 3, After: true}}},
+		{"reads only", []string{r, "kube GET /api/v1/nodes"}, []Gap{{At: 1}}},
+		// Before the reads, after each write; the reads after a write
+		// and the trailing ones add nothing.
+		{"mixed", []string{r, r, w, r, "aws GetProducts", w, "aws CreateFleet", r},
+			[]Gap{{At: 1}, {At: 4}, {At: 7}, {At: 8}}},
 	} {
-		if got := Gaps(tc.n); !slices.Equal(got, tc.want) {
-			t.Errorf("Gaps(%d) = %v, want %v", tc.n, got, tc.want)
+		if got := Gaps(tc.calls); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: Gaps = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestIsRead(t *testing.T) {
+	for call, want := range map[string]bool{
+		"kube GET /api/v1/pods": true, "kube LIST": false, "kube POST /api/v1/namespaces/default/events": false,
+		"kube PUT /api/v1/nodes/n": false, "kube DELETE /apis/karpenter.sh/v1/nodeclaims/a": false,
+		"aws DescribeInstanceStatus": true, "aws GetProducts": true, "aws ListInstanceProfiles": true,
+		"aws CreateFleet": false, "aws TerminateInstances": false, "aws ReceiveMessage": false,
+	} {
+		if got := IsRead(call); got != want {
+			t.Errorf("IsRead(%q) = %v, want %v", call, got, want)
 		}
 	}
 }
@@ -37,7 +57,8 @@ func TestGapsCoverBothSides(t *testing.T) {
 		return count
 	}
 	seen := map[int]bool{}
-	for _, g := range Gaps(n) {
+	calls := slices.Repeat([]string{"aws CreateTags"}, n)
+	for _, g := range Gaps(calls) {
 		c := sent(g.Switch())
 		if seen[c] {
 			t.Errorf("gap %+v sends %d calls, as another gap does", g, c)

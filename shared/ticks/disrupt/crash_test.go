@@ -252,8 +252,9 @@ func normalize(call string) string {
 //
 // Killed after call i and killed before call i+1 leave the same world:
 // the pass makes its calls one at a time, so the process dies between the
-// two either way. Each gap is killed once (deploy.Gaps), and the gaps
-// take the changes in turn.
+// two either way; and a read changes nothing. Each distinct gap (before
+// the first call, after each write: deploy.Gaps) is killed once, and the
+// gaps take the changes in turn.
 func TestCrashDuringExecution(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills the calls of a real control plane's world")
@@ -282,7 +283,7 @@ func TestCrashDuringExecution(t *testing.T) {
 	if len(baseline) == 0 {
 		t.FailNow()
 	}
-	for i, gap := range deploy.Gaps(len(baseline)) {
+	for i, gap := range deploy.Gaps(baseline) {
 		at, when := gap.At, gap.Side()
 		ch := changes[i%len(changes)]
 		t.Run(fmt.Sprintf("%s call %d (%s)", when, at, baseline[at-1]), func(t *testing.T) {

@@ -537,7 +537,7 @@ func TestCollectKilledAtEveryCall(t *testing.T) {
 	if len(baseline) == 0 {
 		t.FailNow()
 	}
-	for i, gap := range deploy.Gaps(len(baseline)) {
+	for i, gap := range deploy.Gaps(baseline) {
 		at, when := gap.At, gap.Side()
 		ch := gcChanges[i%len(gcChanges)]
 		name := fmt.Sprintf("%s call %d (%s)", when, at, baseline[at-1])

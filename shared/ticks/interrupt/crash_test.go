@@ -361,7 +361,7 @@ func TestKilledBatchThenRedelivery(t *testing.T) {
 	// Each gap between calls is killed once (deploy.Gaps) and meets the
 	// changes in turn; right after a CreateFleet (an instance may run that
 	// the dead invocation never heard of), every change.
-	for i, gap := range deploy.Gaps(len(calls)) {
+	for i, gap := range deploy.Gaps(calls) {
 		at, when := gap.At, gap.Side()
 		made := at - 1 // the last call the dead invocation sent
 		if gap.After {

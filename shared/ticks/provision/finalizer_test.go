@@ -219,7 +219,7 @@ func TestNodeClassFinalizerKilledAtEveryCall(t *testing.T) {
 	if len(baseline) == 0 {
 		t.FailNow()
 	}
-	for _, gap := range deploy.Gaps(len(baseline)) {
+	for _, gap := range deploy.Gaps(baseline) {
 		name := fmt.Sprintf("%s call %d (%s)", gap.Side(), gap.At, baseline[gap.At-1])
 		testworld.KillCase(t, name, 3, func(t *testing.T, diverged func(string, ...any)) {
 			w, c, nc, acct := finalizerCase(t)

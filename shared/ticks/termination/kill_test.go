@@ -698,7 +698,7 @@ func TestTerminationKilledAtEveryCall(t *testing.T) {
 		t.FailNow()
 	}
 	for pass, calls := range baseline {
-		for _, gap := range deploy.Gaps(len(calls)) {
+		for _, gap := range deploy.Gaps(calls) {
 			at, when := gap.At, gap.Side()
 			name := fmt.Sprintf("pass %d %s call %d (%s)", pass+1, when, at, calls[at-1])
 			testworld.KillCase(t, name, 3, func(t *testing.T, diverged func(string, ...any)) {

@@ -1,10 +1,10 @@
 package emulator
 
 import (
-	"slices"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"time"

@@ -11,7 +11,11 @@ const (
 	Disruption   = "disruption"
 	Interruption = "interruption"
 	Bootstrap    = "bootstrap"
+	// Watcher keeps watches open between ticks and invokes the
+	// provisioner when work appears (deployed with responsiveness
+	// continuous only).
+	Watcher = "watcher"
 )
 
 // Names lists the functions in a fixed order.
-func Names() []string { return []string{Provisioner, Disruption, Interruption, Bootstrap} }
+func Names() []string { return []string{Provisioner, Disruption, Interruption, Bootstrap, Watcher} }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +67,11 @@ type Config struct {
 	// as a JSON log field but extracts only the alarms' few as CloudWatch
 	// metrics; full extracts every figure (record.Level).
 	MetricsLevel string
+	// Responsiveness is RESPONSIVENESS, the stack's choice of reaction
+	// after a quiet period: continuous (default) deploys the watcher,
+	// which invokes the provisioner as soon as work appears; economy
+	// leaves it to the next scheduled tick.
+	Responsiveness string
 }
 
 // DefaultNamespace holds the functions' state (leases, ConfigMaps) and
@@ -85,6 +91,15 @@ const (
 	MetricsMinimal = "minimal"
 	MetricsFull    = "full"
 )
+
+// The values of RESPONSIVENESS.
+const (
+	ResponsivenessContinuous = "continuous"
+	ResponsivenessEconomy    = "economy"
+)
+
+// The values of LOG_LEVEL.
+var LogLevels = []string{"debug", "info", "warn", "error"}
 
 // MinValuesBestEffortOn reports whether MIN_VALUES_POLICY is BestEffort.
 func (c Config) MinValuesBestEffortOn() bool { return c.MinValuesPolicy == MinValuesBestEffort }
@@ -143,6 +158,13 @@ func FromLookup(lookup func(string) (string, bool)) (Config, error) {
 	c.MetricsLevel = firstNonEmpty(get("METRICS_LEVEL"), MetricsMinimal)
 	if c.MetricsLevel != MetricsMinimal && c.MetricsLevel != MetricsFull {
 		errs = append(errs, fmt.Errorf("METRICS_LEVEL=%q is not %s or %s", c.MetricsLevel, MetricsMinimal, MetricsFull))
+	}
+	c.Responsiveness = firstNonEmpty(get("RESPONSIVENESS"), ResponsivenessContinuous)
+	if c.Responsiveness != ResponsivenessContinuous && c.Responsiveness != ResponsivenessEconomy {
+		errs = append(errs, fmt.Errorf("RESPONSIVENESS=%q is not %s or %s", c.Responsiveness, ResponsivenessContinuous, ResponsivenessEconomy))
+	}
+	if !slices.Contains(LogLevels, strings.ToLower(c.LogLevel)) {
+		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q is not one of %s", c.LogLevel, strings.Join(LogLevels, ", ")))
 	}
 	if v := get("RESERVED_ENIS"); v != "" {
 		n, err := strconv.Atoi(v)

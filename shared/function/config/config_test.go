@@ -86,3 +86,20 @@ func TestNodeRepair(t *testing.T) {
 		t.Errorf("NODE_REPAIR=true: NodeRepair %v, error %v", c.NodeRepair, err)
 	}
 }
+
+func TestResponsivenessAndLogLevel(t *testing.T) {
+	c, err := FromLookup(env(map[string]string{}))
+	if err != nil || c.Responsiveness != ResponsivenessContinuous || c.LogLevel != "info" {
+		t.Errorf("defaults: responsiveness %q, log level %q, error %v", c.Responsiveness, c.LogLevel, err)
+	}
+	c, err = FromLookup(env(map[string]string{"RESPONSIVENESS": "economy", "LOG_LEVEL": "DEBUG"}))
+	if err != nil || c.Responsiveness != ResponsivenessEconomy {
+		t.Errorf("economy, DEBUG: responsiveness %q, error %v", c.Responsiveness, err)
+	}
+	_, err = FromLookup(env(map[string]string{"RESPONSIVENESS": "fast", "LOG_LEVEL": "verbose"}))
+	for _, want := range []string{"RESPONSIVENESS", "LOG_LEVEL"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %s", err, want)
+		}
+	}
+}

@@ -48,6 +48,21 @@ type Env struct {
 // Load reads the environment (lookup is os.LookupEnv in production) and
 // builds the clients. It fails fast, naming what is wrong.
 func Load(ctx context.Context, lookup func(string) (string, bool)) (*Env, error) {
+	env, err := connect(ctx, lookup)
+	if err != nil {
+		return nil, err
+	}
+	if env.Catalog, err = catalog.Load(); err != nil {
+		return nil, err
+	}
+	env.Prices = env.NewPrices()
+	return env, nil
+}
+
+// connect reads the settings and builds the AWS and Kubernetes clients:
+// what every function needs, without the catalog a small one (the
+// watcher) has no use for.
+func connect(ctx context.Context, lookup func(string) (string, bool)) (*Env, error) {
 	cfg, err := config.FromLookup(lookup)
 	if err == nil {
 		err = cfg.Validate()
@@ -71,13 +86,7 @@ func Load(ctx context.Context, lookup func(string) (string, bool)) (*Env, error)
 	if err != nil {
 		return nil, err
 	}
-	cat, err := catalog.Load()
-	if err != nil {
-		return nil, err
-	}
-	env := &Env{Config: cfg, AWS: aws, Cluster: cluster, Kube: kc, Catalog: cat, Log: log, Clock: clock.RealClock{}, Out: os.Stdout}
-	env.Prices = env.NewPrices()
-	return env, nil
+	return &Env{Config: cfg, AWS: aws, Cluster: cluster, Kube: kc, Log: log, Clock: clock.RealClock{}, Out: os.Stdout}, nil
 }
 
 // NewPrices is the price source of this environment's region.

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -104,6 +105,8 @@ type Clients struct {
 	EKS    *eks.Client
 	STS    *sts.Client
 	SQS    *sqs.Client
+	// Lambda starts the provisioner from the watcher.
+	Lambda *lambda.Client
 	// PriceList reads on-demand prices; nil where the partition has no
 	// Price List API (GovCloud).
 	PriceList *pricing.Client
@@ -119,6 +122,7 @@ func NewClients(cfg aws.Config) *Clients {
 		EKS:    eks.NewFromConfig(cfg),
 		STS:    sts.NewFromConfig(cfg),
 		SQS:    sqs.NewFromConfig(cfg),
+		Lambda: lambda.NewFromConfig(cfg),
 	}
 	if r := PriceListRegion(cfg.Region); r != "" {
 		c.PriceList = pricing.NewFromConfig(cfg, func(o *pricing.Options) { o.Region = r })

@@ -190,6 +190,26 @@ const (
 	RepairAcceleratedHardwareToleration = 10 * time.Minute
 )
 
+// The watcher function (continuous responsiveness).
+const (
+	// WatcherWindow is how long one watcher invocation watches: a minute,
+	// the schedule's period, and a second more, so the next invocation is
+	// watching before this one stops (work seen by both starts the
+	// provisioner once: the second invocation finds its lease held).
+	WatcherWindow = 61 * time.Second
+	// WatcherCheckEvery is how often the watcher decides whether to invoke:
+	// small against the batch's one-second wait.
+	WatcherCheckEvery = 50 * time.Millisecond
+	// WatcherAwaitAcquire is how long an invocation may take to show as a
+	// new lease holder before it is taken as lost and sent again: a cold
+	// start (under a second) with room for a throttled retry.
+	WatcherAwaitAcquire = 5 * time.Second
+	// WatcherRecent: objects of a watcher's first list whose change is
+	// this recent appeared between two invocations' windows and are work;
+	// older ones were seen before.
+	WatcherRecent = 10 * time.Second
+)
+
 // InstanceStatusThreshold is how long EC2 must report an instance or system
 // status check failed before the instance is replaced, Karpenter v1.14.1's
 // (its instance status provider's UnhealthyThreshold): a check that fails

@@ -213,6 +213,9 @@ type Emulator struct {
 	// does (a node re-registered, a pod started) happens after Close.
 	loop     sync.WaitGroup
 	stopLoop chan struct{}
+	// async are the asynchronous Lambda invocations under way; Close
+	// cancels and waits for them.
+	async sync.WaitGroup
 
 	mu     sync.Mutex
 	seq    map[string]uint64
@@ -297,6 +300,7 @@ func (e *Emulator) Close() error {
 	}
 	close(e.closed)
 	e.loop.Wait()
+	e.async.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	err := e.srv.Shutdown(ctx)
@@ -492,6 +496,8 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.serveAdmin(w, r, body)
 	case strings.HasPrefix(r.URL.Path, "/clusters"):
 		e.serveEKS(w, r, body)
+	case strings.HasPrefix(r.URL.Path, lambdaInvokePrefix):
+		e.serveLambda(w, r, body)
 	default:
 		e.serveQuery(w, r, body)
 	}

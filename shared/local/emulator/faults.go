@@ -291,6 +291,9 @@ func throttleError(service string) *apiError {
 	if service == "sqs" {
 		return &apiError{Code: "ThrottlingException", Message: "Rate exceeded", Status: 400, QueryCode: "ThrottlingException;Sender"}
 	}
+	if service == "lambda" {
+		return &apiError{Code: "TooManyRequestsException", Message: "Rate Exceeded.", Status: 429}
+	}
 	return &apiError{Code: "ThrottlingException", Message: "Rate exceeded", Status: 400}
 }
 

@@ -91,6 +91,15 @@ type Hostility struct {
 	// call is applied and the connection then dropped without an answer, as
 	// the DropAfterApply fault does.
 	LostAnswerRate float64
+	// AsyncDelayMax: an asynchronous Lambda invocation (Invoke with
+	// InvocationType Event) runs its function after a random
+	// 0..AsyncDelayMax beyond Config's fixed minimum, as Lambda's internal
+	// queue delivers it.
+	AsyncDelayMax time.Duration
+	// AsyncDuplicateRate is the probability that an asynchronous
+	// invocation runs its function twice: Lambda delivers an event at
+	// least once.
+	AsyncDuplicateRate float64
 }
 
 // DefaultHostility is what a Config without Hostility gets: AWS as it
@@ -111,6 +120,8 @@ func DefaultHostility() Hostility {
 		ThrottleRate:              0.01,
 		ServerErrorRate:           0.003,
 		LostAnswerRate:            0.003,
+		AsyncDelayMax:             200 * time.Millisecond,
+		AsyncDuplicateRate:        0.01,
 	}
 }
 
@@ -135,11 +146,12 @@ const (
 	EventProfilePropagation     = "profile-propagation"
 	EventNoSpotMarket           = "no-spot-market"
 	EventNoSpotSLR              = "no-spot-service-linked-role"
+	EventAsyncDuplicate         = "async-duplicate"
 	eventFleetErrorPrefix       = "fleet-error:"
 )
 
 // hostileServices are the services random throttles and server errors hit.
-var hostileServices = map[string]bool{"ec2": true, "ssm": true, "iam": true, "sqs": true, "pricing": true}
+var hostileServices = map[string]bool{"ec2": true, "ssm": true, "iam": true, "sqs": true, "pricing": true, "lambda": true}
 
 // mutatingActions are the calls whose answer LostAnswerRate may lose after
 // applying them.

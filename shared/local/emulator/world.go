@@ -237,6 +237,8 @@ type idempotency struct {
 }
 
 type world struct {
+	// functions are the Lambda functions Invoke runs (RegisterFunction).
+	functions  map[string]FunctionHandler
 	vpcID      string
 	subnets    []*subnet
 	sgs        []*SecurityGroup

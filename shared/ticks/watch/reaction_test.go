@@ -1,0 +1,210 @@
+package watch_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/aws/invoke"
+	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/local/controlplane/kubechaos"
+	"github.com/karpless/karpless/shared/local/deploy"
+	"github.com/karpless/karpless/shared/local/emulator"
+	"github.com/karpless/karpless/shared/local/kubetest"
+	"github.com/karpless/karpless/shared/local/testworld"
+	"github.com/karpless/karpless/shared/ticks/watch"
+)
+
+var env *kubetest.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(kubetest.Run(m, &env, kubetest.Options{Scheduler: true, ControllerManager: true}))
+}
+
+// functionRuns counts a registered function's invocations and their time.
+type functionRuns struct {
+	mu       sync.Mutex
+	n        int
+	busy     time.Duration
+	inFlight atomic.Int32
+}
+
+// TestReactionFromIdle measures what the issue asks: with no provisioner
+// tick watching, the time from a pod being created (it becomes pending a
+// few milliseconds later) to the CreateFleet that launches its node, when
+// the watcher starts the provisioner. The watcher runs as its schedule
+// would, a new invocation every period with a window a second longer,
+// here a 10-second period standing for the minute, so pods also arrive
+// across the hand-over from one invocation to the next. The provisioner
+// runs as the Lambda would, a fresh invocation per Invoke, one pass each
+// (no watch window): nothing but the watcher starts it. The world is
+// hostile (throttles, lost answers, 429s, ended watches, at-least-once
+// async delivery); its imposed waits are reported apart.
+func TestReactionFromIdle(t *testing.T) {
+	samples := 8
+	if v := os.Getenv("KARPLESS_REACTION_SAMPLES"); v != "" {
+		samples, _ = strconv.Atoi(v)
+	}
+	w := testworld.New(t, env, "provisioner")
+	w.Apply(deploy.DefaultNodePool("default", karpv1.NodeSelectorRequirementWithMinValues{
+		Key: wellknown.InstanceTypeLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.xlarge", "c5.xlarge", "m6i.xlarge"},
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// The provisioner function: one pass per invocation.
+	runs := &functionRuns{}
+	handler := func() func(context.Context, lambdaevents.CloudWatchEvent) (any, error) {
+		return func(ctx context.Context, ev lambdaevents.CloudWatchEvent) (any, error) {
+			p := w.App.Provisioner()
+			p.Config.WatchWindow = 0
+			return p.Run(ctx, "invoked-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+		}
+	}()
+	var sources sync.Map
+	w.Emu.RegisterFunction("provisioner", func(ctx context.Context, payload []byte) ([]byte, error) {
+		runs.inFlight.Add(1)
+		defer runs.inFlight.Add(-1)
+		var ev lambdaevents.CloudWatchEvent
+		if err := json.Unmarshal(payload, &ev); err != nil {
+			return nil, err
+		}
+		sources.Store(ev.Source, true)
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		_, err := handler(ctx, ev)
+		runs.mu.Lock()
+		runs.n++
+		runs.busy += time.Since(start)
+		runs.mu.Unlock()
+		return nil, err
+	})
+
+	// The watcher, on its schedule.
+	cfg, err := w.Emu.AWSConfig("provisioner", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := invoke.Function{Lambda: lambda.NewFromConfig(cfg), Name: "provisioner"}
+	const period = 10 * time.Second
+	var watchers sync.WaitGroup
+	var watcherTime atomic.Int64
+	var invoked atomic.Int64
+	go func() {
+		for ctx.Err() == nil {
+			watchers.Add(1)
+			go func() {
+				defer watchers.Done()
+				wa := w.App.Watcher(fn)
+				wa.Window = period + time.Second
+				s, err := wa.Run(ctx)
+				if err != nil {
+					t.Errorf("watcher: %v", err)
+				}
+				watcherTime.Add(int64(s.Watched))
+				invoked.Add(int64(s.Invoked))
+			}()
+			select {
+			case <-time.After(period):
+			case <-ctx.Done():
+			}
+		}
+	}()
+	time.Sleep(2 * time.Second) // the first watcher has listed
+
+	rng := rand.New(rand.NewPCG(uint64(samples), 7))
+	var raw, own []time.Duration
+	for i := range samples {
+		// Arrive at a random point, whatever runs.
+		time.Sleep(time.Duration(500+rng.IntN(2500)) * time.Millisecond)
+		calls := len(w.Emu.Calls())
+		throttled := w.Chaos.Stats()[kubechaos.StatTooManyRequests]
+		created := w.Clock.Now()
+		w.Pods(fmt.Sprintf("p%d", i), 1, "3", nil)
+		deadline := time.Now().Add(15 * time.Second)
+		var fleet emulator.Call
+		var before []emulator.Call
+		for fleet.At.IsZero() {
+			all := w.Emu.Calls()[calls:]
+			for k, c := range all {
+				if c.Action == "CreateFleet" {
+					fleet, before = c, all[:k]
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pod p%d-0: no CreateFleet within 15 s (watchers invoked %d, provisioner runs %d)", i, invoked.Load(), runs.n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		d := fleet.At.Sub(created)
+		imposed := time.Duration(w.Chaos.Stats()[kubechaos.StatTooManyRequests]-throttled)*kubechaos.RetryAfter + awsBackoff(before)
+		raw = append(raw, d)
+		own = append(own, max(d-imposed, 0))
+	}
+	// Let the last pods' nodes register, as the watcher starts the
+	// provisioner for them, then stop.
+	w.Converge(time.Minute, nil)
+	cancel()
+	watchers.Wait()
+
+	med, p99 := pct(raw, 0.5), pct(raw, 0.99)
+	omed, op99 := pct(own, 0.5), pct(own, 0.99)
+	runs.mu.Lock()
+	n, busy := runs.n, runs.busy
+	runs.mu.Unlock()
+	t.Logf("pod created -> CreateFleet, from idle, watcher starting the provisioner (%d pods): median %s, p99 %s; less the waits the world imposed: median %s, p99 %s",
+		samples, med.Round(time.Millisecond), p99.Round(time.Millisecond), omed.Round(time.Millisecond), op99.Round(time.Millisecond))
+	t.Logf("watcher: %d invocations sent; provisioner: %d runs, %s in all (%.2f s per run)", invoked.Load(), n, busy.Round(time.Millisecond), busy.Seconds()/float64(max(n, 1)))
+	if _, ok := sources.Load(watch.PayloadSource); !ok {
+		t.Error("no provisioner run came from the watcher")
+	}
+	if omed > 2*time.Second {
+		t.Errorf("median %s, target under 2 s", omed)
+	}
+	if op99 > 5*time.Second {
+		t.Errorf("p99 %s, target under 5 s", op99)
+	}
+	if got := w.Claims(); len(got) < samples {
+		t.Errorf("%d NodeClaims for %d pods", len(got), samples)
+	}
+	w.AssertNoLeaks()
+}
+
+func pct(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+// awsBackoff is the time between each throttled or failed (5xx) AWS answer
+// and the next call of the same action: the SDK's backoff.
+func awsBackoff(calls []emulator.Call) time.Duration {
+	var d time.Duration
+	for i, c := range calls {
+		if c.Status < 500 && c.Status != 429 && c.Code != "RequestLimitExceeded" && c.Code != "ThrottlingException" {
+			continue
+		}
+		for _, next := range calls[i+1:] {
+			if next.Service == c.Service && next.Action == c.Action {
+				d += next.At.Sub(c.At)
+				break
+			}
+		}
+	}
+	return d
+}

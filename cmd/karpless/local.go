@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -38,8 +36,8 @@ var localSubcommands []subcommand
 func init() {
 	// Assigned here because localUp's usage refers back to the table.
 	localSubcommands = []subcommand{
-		{"up", "[--dir " + DefaultLocalDir + "] [--scheduler] [--controller-manager] [--bootstrap]",
-			"start the API server, the AWS emulator and the fake kubelet in the foreground; Ctrl-C stops everything", localUp},
+		{"up", "[--dir " + DefaultLocalDir + "] [--scheduler] [--controller-manager] [--bootstrap] [--schedules] [--interruption] [--log-level info]",
+			"start the API server, the AWS emulator and the fake kubelet in the foreground, and run the functions on their triggers as deployed; Ctrl-C stops everything", localUp},
 		{"tick", "[--dir d] [--timeout 60s] <" + strings.Join(functionNames(), "|") + ">",
 			"run one invocation of a function's real handler against the running environment", localTick},
 		{"inject", "[--dir d] <spot-interruption|rebalance|state-change <state>|scheduled-change|capacity-reservation-interruption> <instance-id>...",
@@ -89,27 +87,9 @@ func localTick(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	// The invocation's environment is the function's (lookup below); the
-	// SDK's config loader also reads the process's, and nothing of the
-	// user's own AWS setup (a profile, a role) may leak into the invocation.
-	for _, k := range []string{"AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"} {
-		_ = os.Unsetenv(k)
-	}
-	env := st.awsEnv(name)
-	env["WATCH_WINDOW"], env["LOG_LEVEL"] = window.String(), *logLevel
-	lookup := func(k string) (string, bool) {
-		if v, ok := env[k]; ok {
-			return v, true
-		}
-		return os.LookupEnv(k)
-	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	lookup := functionLookup(st, name, map[string]string{"WATCH_WINDOW": window.String(), "LOG_LEVEL": *logLevel})
+	ctx, cancel, reqID := invocationContext(ctx, st, name, *timeout)
 	defer cancel()
-	reqID := newRequestID()
-	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{
-		AwsRequestID:       reqID,
-		InvokedFunctionArn: fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s-%s", st.Region, emulator.DefaultAccountID, st.ClusterName, name),
-	})
 	start := time.Now()
 	appEnv, err := app.Load(ctx, lookup)
 	if err != nil {

@@ -29,6 +29,9 @@ func localUp(ctx context.Context, c *cli, args []string) error {
 	region := fs.String("region", emulator.DefaultRegion, "the emulated region")
 	addr := fs.String("aws-addr", "127.0.0.1:0", "the emulator's listen address")
 	verbose := fs.Bool("v", false, "log every AWS call")
+	runSchedules := fs.Bool("schedules", true, "invoke the scheduled functions ("+scheduledNames()+") every minute, as their EventBridge rules do")
+	runInterruption := fs.Bool("interruption", true, "feed the interruption queue to the interruption function, as Lambda's event source mapping does")
+	logLevel := fs.String("log-level", "info", "the functions' LOG_LEVEL")
 	if pos, err := parse(fs, args); err != nil || len(pos) != 0 {
 		return errUsage
 	}
@@ -42,11 +45,17 @@ func localUp(ctx context.Context, c *cli, args []string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	rate, err := scheduleRate()
+	if err != nil {
+		return err
+	}
 	level := slog.LevelInfo
 	if *verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(c.err, &slog.HandlerOptions{Level: level}))
+	// The functions' logs go to the same stream, one line at a time.
+	logOut := &syncWriter{w: c.err}
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
 
 	// The emulator first: the API server authenticates tokens through it.
 	emu, err := emulator.New(emulator.Config{
@@ -123,10 +132,27 @@ func localUp(ctx context.Context, c *cli, args []string) error {
 	}
 	defer os.Remove(statePath(dir))
 
+	// The functions on their triggers. Stopped before the deferred stops
+	// above run: cancelled invocations release their leases through the
+	// API server.
+	metricsPath := filepath.Join(dir, "metrics.log")
+	metricsFile, err := os.Create(metricsPath)
+	if err != nil {
+		return err
+	}
+	defer metricsFile.Close()
+	rt := newLambdaRuntime(st, *logLevel, logOut, &syncWriter{w: metricsFile}, log.With("component", "lambda"))
+	stopLambdas, err := rt.runLambdas(ctx, *runSchedules, *runInterruption, rate)
+	if err != nil {
+		return err
+	}
+	defer stopLambdas()
+
 	c.printf("\nKarpless local environment is up (cluster %s, %s).\n\n", *cluster, *region)
 	c.printf("  Kubernetes API    %s\n  kubeconfig        %s\n", kc.RESTConfig.Host, kubeconfig)
 	c.printf("  AWS emulator      %s (EC2, SSM, SQS, EKS, IAM, STS)\n  AWS environment   %s\n", emu.URL(), awsEnvPath)
-	c.printf("  interruption SQS  %s\n  state             %s\n\n", st.InterruptionQueueURL, statePath(dir))
+	c.printf("  interruption SQS  %s\n  state             %s\n", st.InterruptionQueueURL, statePath(dir))
+	c.printf("  functions' logs   this terminal (standard error); their metrics (EMF) in %s\n\n", metricsPath)
 	c.printf("In another shell:\n\n")
 	if kubectl != "" {
 		c.printf("  export KUBECONFIG=%s PATH=%s:$PATH\n", kubeconfig, binDir)
@@ -135,13 +161,30 @@ func localUp(ctx context.Context, c *cli, args []string) error {
 	}
 	c.printf("  set -a; . %s; set +a      # AWS_ENDPOINT_URL and test credentials for the aws CLI or SDKs\n", awsEnvPath)
 	c.printf("  kubectl apply -f your-workload.yaml\n")
-	c.printf("  karpless local tick provisioner --dir %s\n", dir)
+	if !*runSchedules {
+		c.printf("  karpless local tick provisioner --dir %s\n", dir)
+	}
 	c.printf("  karpless local instances --dir %s\n", dir)
 	c.printf("  karpless local inject spot-interruption <instance-id> --dir %s\n\n", dir)
+	every := "every minute"
+	if rate > 0 {
+		every = "every " + rate.String() + " (" + ScheduleRateEnv + ")"
+	}
+	switch {
+	case *runSchedules && *runInterruption:
+		c.printf("The %s functions run %s and the interruption function drains its queue, as deployed;\n", scheduledNames(), every)
+		c.printf("`karpless local tick <function>` invokes one now.\n")
+	case *runSchedules:
+		c.printf("The %s functions run %s; the interruption queue is left alone (`karpless local tick interruption`).\n", scheduledNames(), every)
+	case *runInterruption:
+		c.printf("The interruption function drains its queue; no schedule runs (`karpless local tick <function>`).\n")
+	default:
+		c.printf("No function runs by itself: invoke them with `karpless local tick <function>`.\n")
+	}
 	c.printf("Ctrl-C stops everything.\n")
 
 	<-ctx.Done()
-	c.printf("\nstopping: the AWS emulator, then the control plane...\n")
+	c.printf("\nstopping: the functions (invocations in flight are cancelled), the AWS emulator, then the control plane...\n")
 	return nil
 }
 

@@ -81,8 +81,13 @@ func TestStaleState(t *testing.T) {
 }
 
 // TestLocalUp drives the CLI the way a person or an acceptance test does:
-// up in the foreground, a workload, a provisioner tick, the emulator's
-// instances, an interruption, an interruption tick, Ctrl-C.
+// up in the foreground with the functions' triggers off, a workload, a
+// provisioner tick, the emulator's instances, an interruption, an
+// interruption tick, Ctrl-C. With --schedules=false and
+// --interruption=false nothing runs by itself: no function takes a lease
+// or creates a claim in the seconds before the first tick, though the
+// schedules would fire every second, and the injected event waits in the
+// queue for the interruption tick (TestLocalUpRunsFunctions has them on).
 func TestLocalUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: starts a control plane")
@@ -94,11 +99,12 @@ func TestLocalUp(t *testing.T) {
 		t.Skip(err)
 	}
 	dir := t.TempDir()
+	t.Setenv(ScheduleRateEnv, "1s")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	upDone := make(chan string, 1)
 	go func() {
-		code, out, errs := runCLI(ctx, "local", "up", "--dir", dir, "--controller-manager=false")
+		code, out, errs := runCLI(ctx, "local", "up", "--dir", dir, "--controller-manager=false", "--schedules=false", "--interruption=false")
 		upDone <- strings.Join([]string{"exit " + strconv.Itoa(code), out, errs}, "\n")
 	}()
 	deadline := time.Now().Add(2 * time.Minute)
@@ -148,7 +154,8 @@ func TestLocalUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The scheduler marks the pod unschedulable; the provisioner sees it.
-	time.Sleep(2 * time.Second)
+	time.Sleep(3 * time.Second)
+	assertNothingRan(ctx, t, kc)
 	// `local up` runs the emulator as hostile as AWS and on the wall clock:
 	// the instance profile the first launch creates is rejected until IAM
 	// propagates it (5-20 s), a call may be throttled. A user ticks again;
@@ -198,6 +205,7 @@ func TestLocalUp(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "InsufficientInstanceCapacity") {
 		t.Fatalf("fault: exit %d\n%s\n%s", code, out, errs)
 	}
+	assertStopReleasesLeases(ctx, t, dir, kc)
 	// A second up in the same directory refuses.
 	code, _, errs = runCLI(ctx, "local", "up", "--dir", dir)
 	if code != 1 || !strings.Contains(errs, "already running") {

@@ -35,6 +35,8 @@ func (l Level) Extracts(name string) bool {
 //     failures alarm; written only when CreateFleet fails.
 //   - karpenter_voluntary_disruption_queue_failures_total: the abandoned
 //     disruption commands alarm; written only when one is abandoned.
+//   - karpless_paused: 1 from each tick that found the pause switch on
+//     (tick.PausedMetric); written only while paused.
 //
 // Every other figure is extracted at Full only, among them those a
 // healthy cluster writes every tick (karpenter_nodepools_usage and
@@ -47,7 +49,8 @@ func Alarmed(name string) bool {
 	case "karpenter_scheduler_queue_depth",
 		"karpless_catalog_fallback",
 		"karpenter_cloudprovider_instance_launch_failures_total",
-		"karpenter_voluntary_disruption_queue_failures_total":
+		"karpenter_voluntary_disruption_queue_failures_total",
+		"karpless_paused":
 		return true
 	}
 	return false

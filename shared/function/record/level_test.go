@@ -27,6 +27,7 @@ func TestMetricsLevels(t *testing.T) {
 		m.Count("karpenter_interruption_received_messages_total", 1, map[string]string{"message_type": "no_op"})
 		m.Count("karpenter_interruption_deleted_messages_total", 1, nil)
 		m.Observe("karpenter_interruption_message_queue_duration_seconds", "Seconds", 3, nil)
+		m.Gauge("karpless_paused", 1, nil)
 	}
 	all := []string{
 		"karpenter_cloudprovider_errors_total",
@@ -42,13 +43,14 @@ func TestMetricsLevels(t *testing.T) {
 		"karpenter_pods_startup_duration_seconds",
 		"karpenter_scheduler_queue_depth",
 		"karpenter_scheduler_scheduling_duration_seconds",
+		"karpless_paused",
 	}
 	for _, tc := range []struct {
 		level     Level
 		extracted []string
 	}{
-		{Minimal, []string{"karpenter_cloudprovider_instance_launch_failures_total", "karpenter_scheduler_queue_depth"}},
-		{"", []string{"karpenter_cloudprovider_instance_launch_failures_total", "karpenter_scheduler_queue_depth"}}, // the default
+		{Minimal, []string{"karpenter_cloudprovider_instance_launch_failures_total", "karpenter_scheduler_queue_depth", "karpless_paused"}},
+		{"", []string{"karpenter_cloudprovider_instance_launch_failures_total", "karpenter_scheduler_queue_depth", "karpless_paused"}}, // the default
 		{Full, all},
 	} {
 		m := NewMetricsAt("Karpless", tc.level)

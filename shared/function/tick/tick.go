@@ -1,7 +1,10 @@
-// Package tick is the skeleton every invocation runs in: take the lease for
-// its concern (or do nothing), bound the work by the Lambda deadline less a
-// margin, and on the way out release the lease and flush Events and metrics
-// before the runtime freezes the container.
+// Package tick is the skeleton every invocation runs in: read the pause
+// switch (and do nothing while paused), take the lease for its concern (or
+// do nothing), bound the work by the Lambda deadline less a margin, and on
+// the way out release the lease and flush Events and metrics before the
+// runtime freezes the container. A tick also writes its metrics and the
+// summary so far after each pass (Checkpoint), so an invocation killed at
+// its timeout, or for memory, loses only the pass it was in.
 package tick
 
 import (
@@ -12,13 +15,29 @@ import (
 	"time"
 
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/function/clockctx"
 	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/kube/lease"
+	"github.com/karpless/karpless/shared/kube/pause"
 )
+
+// ErrPaused is what Run returns, without running the work, while the pause
+// switch is on (karpless pause).
+var ErrPaused = errors.New("karpless is paused")
+
+// PausedMetric is 1 for each invocation that found Karpless paused; it is
+// extracted at every metrics level (record.Alarmed), so an alarm can say
+// that Karpless has been paused for too long. Not written while running:
+// a running cluster pays for no series.
+const PausedMetric = "karpless_paused"
+
+// PausedLog is the message of the line a paused tick logs; its "paused"
+// key is true.
+const PausedLog = "tick paused"
 
 // Skeleton says what one invocation holds and flushes.
 type Skeleton struct {
@@ -41,6 +60,12 @@ type Skeleton struct {
 	Events     *record.Recorder
 	Metrics    *record.Metrics
 	MetricsOut io.Writer
+	// Pause, when set, is read for the pause switch (pause.Read, in
+	// Namespace) before the lease is taken. While it is on, Run takes no
+	// lease and runs no work: it logs PausedLog, gauges PausedMetric 1 in
+	// Metrics and returns ErrPaused. A switch that cannot be read is an
+	// error, and no work runs either.
+	Pause corev1client.ConfigMapsGetter
 }
 
 // Run runs work while holding the lease, with ctx bounded by the deadline
@@ -48,6 +73,17 @@ type Skeleton struct {
 // invocation holds the lease.
 func (s Skeleton) Run(ctx context.Context, work func(ctx context.Context, l *lease.Lease) error) (bool, error) {
 	defer s.flush(ctx)
+	if s.Pause != nil {
+		st, err := pause.Read(ctx, s.Pause, s.Namespace)
+		if err != nil {
+			return false, err
+		}
+		if st.Paused {
+			s.Log.Info(PausedLog, "paused", true, "lease", s.Lease, "switch", st.String())
+			s.Metrics.Gauge(PausedMetric, 1, nil)
+			return false, ErrPaused
+		}
+	}
 	l := lease.New(s.Leases, s.Namespace, s.Lease, s.Holder, s.Duration, s.Clock)
 	var ok bool
 	var err error
@@ -108,6 +144,26 @@ func (s Skeleton) keepAlive(ctx context.Context, l *lease.Lease) (stop func()) {
 	return func() {
 		cancel()
 		<-done
+	}
+}
+
+// Checkpoint writes the metrics gathered since the last write (each line
+// once: Metrics.Flush empties what it writes) and logs msg with the
+// summary so far, so that an invocation killed later (its timeout, memory)
+// loses only the figures of the pass under way. Ticks call it after each
+// pass. Events wait for the end: repeats within an invocation are folded
+// into one Event with a count.
+func (s Skeleton) Checkpoint(msg string, summary any) {
+	s.FlushMetrics()
+	s.Log.Info(msg, "summary", summary)
+}
+
+// FlushMetrics writes the metrics gathered since the last write.
+func (s Skeleton) FlushMetrics() {
+	if s.Metrics != nil && s.MetricsOut != nil {
+		if err := s.Metrics.Flush(s.MetricsOut, s.Clock.Now().UnixMilli()); err != nil {
+			s.Log.Warn("writing metrics", "error", err)
+		}
 	}
 }
 

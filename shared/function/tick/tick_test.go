@@ -5,15 +5,19 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/kube/lease"
+	"github.com/karpless/karpless/shared/kube/pause"
 )
 
 func TestSkeleton(t *testing.T) {
@@ -83,5 +87,86 @@ func TestSkeleton(t *testing.T) {
 				t.Errorf("lease holder after the run %v, want %q (released, or still the other's)", got, want)
 			}
 		})
+	}
+}
+
+// While the pause switch is on, Run reads it before anything else: no
+// lease is taken, the work does not run, the line and the metric say so.
+// A switch that cannot be read is an error, and the work does not run
+// either. Off or absent, the work runs.
+func TestSkeletonPaused(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		value   string // "": no ConfigMap
+		wantRun bool
+		wantErr string
+	}{
+		{name: "no switch", wantRun: true},
+		{name: "off", value: "false", wantRun: true},
+		{name: "on", value: "true", wantErr: ErrPaused.Error()},
+		{name: "unreadable", value: "perhaps", wantErr: "not true or false"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := fake.NewClientset()
+			ctx := context.Background()
+			if tc.value != "" {
+				if _, err := cs.CoreV1().ConfigMaps("ns").Create(ctx, &corev1.ConfigMap{
+					ObjectMeta: metav1.ObjectMeta{Name: pause.ConfigMapName, Namespace: "ns"},
+					Data:       map[string]string{pause.KeyPaused: tc.value, pause.KeyChangedBy: "alice"},
+				}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var out, logs bytes.Buffer
+			sk := Skeleton{
+				Leases: cs.CoordinationV1(), Namespace: "ns", Lease: "concern", Holder: "me", Duration: time.Minute,
+				Clock: clocktesting.NewFakeClock(now), Log: record.NewLogger(&logs, "info"),
+				Metrics: record.NewMetricsAt("Test", record.Minimal), MetricsOut: &out, Pause: cs.CoreV1(),
+			}
+			ran := false
+			held, err := sk.Run(ctx, func(context.Context, *lease.Lease) error { ran = true; return nil })
+			if ran != tc.wantRun || held != tc.wantRun {
+				t.Errorf("ran %v, held %v; want %v", ran, held, tc.wantRun)
+			}
+			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("err %v, want %q", err, tc.wantErr)
+			}
+			if tc.wantErr == ErrPaused.Error() && !errors.Is(err, ErrPaused) {
+				t.Errorf("err %v is not ErrPaused", err)
+			}
+			paused := tc.value == "true"
+			if got := strings.Contains(logs.String(), `"msg":"`+PausedLog+`","paused":true`); got != paused {
+				t.Errorf("paused line logged %v, want %v: %s", got, paused, logs.String())
+			}
+			if got := strings.Contains(out.String(), `"`+PausedMetric+`":1`) && strings.Contains(out.String(), `"_aws"`); got != paused {
+				t.Errorf("%s 1 extracted %v, want %v: %s", PausedMetric, got, paused, out.String())
+			}
+			if _, err := cs.CoordinationV1().Leases("ns").Get(ctx, "concern", metav1.GetOptions{}); tc.wantRun == apierrors.IsNotFound(err) {
+				t.Errorf("lease read: %v, want taken only when the work ran", err)
+			}
+		})
+	}
+}
+
+// Checkpoint writes what the metrics gathered since the last write, once,
+// and the summary so far; the flush at the end writes only what came after.
+func TestCheckpoint(t *testing.T) {
+	var out, logs bytes.Buffer
+	m := record.NewMetrics("Test")
+	sk := Skeleton{Clock: clocktesting.NewFakeClock(time.Now()), Log: record.NewLogger(&logs, "info"), Metrics: m, MetricsOut: &out}
+	m.Count("first_pass", 2, nil)
+	sk.Checkpoint("pass done", map[string]int{"passes": 1})
+	m.Count("second_pass", 1, nil)
+	sk.Checkpoint("pass done", map[string]int{"passes": 2})
+	sk.flush(context.Background())
+	if n := strings.Count(out.String(), `"metric":"first_pass"`); n != 1 {
+		t.Errorf("first_pass written %d times, want once: %s", n, out.String())
+	}
+	if n := strings.Count(out.String(), `"metric":"second_pass"`); n != 1 {
+		t.Errorf("second_pass written %d times, want once: %s", n, out.String())
+	}
+	if !strings.Contains(logs.String(), `"summary":{"passes":1}`) || !strings.Contains(logs.String(), `"summary":{"passes":2}`) {
+		t.Errorf("summaries so far not logged: %s", logs.String())
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/karpless/karpless/shared/apis/crds"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/kube"
+	"github.com/karpless/karpless/shared/kube/pause"
 )
 
 // Every object the bootstrap creates or applies carries this label. Delete
@@ -65,6 +66,11 @@ type Options struct {
 	// RemoveUserObjects makes Uninstall also delete every NodePool,
 	// NodeClaim and EC2NodeClass and the CRDs.
 	RemoveUserObjects bool
+	// Pause turns the pause switch on (cdk deploy -c paused=true).
+	// Otherwise Install creates the switch, not paused, only when it is
+	// absent, and leaves it as it is: a deploy never resumes what a person
+	// paused, nor pauses what a person resumed.
+	Pause bool
 	// CRDs to apply; nil means the embedded ones (crds.All).
 	CRDs []*apiextensionsv1.CustomResourceDefinition
 	// Log receives one line per step; nil discards.
@@ -229,6 +235,7 @@ func installSteps(o Options) []step {
 			return err
 		}},
 		{"create state ConfigMaps", createConfigMaps},
+		{"pause switch", pauseSwitch},
 		{"prune RBAC of a former namespace", pruneOtherNamespaces},
 	}
 	if o.DefaultNodePool {
@@ -375,6 +382,33 @@ func createConfigMaps(ctx context.Context, c *kube.Clients, o Options, r *Result
 		case !apierrors.IsAlreadyExists(err):
 			return err
 		}
+	}
+	return nil
+}
+
+// pauseSwitch creates the pause switch when absent (not paused) and turns
+// it on when asked; an existing switch is otherwise left as it is.
+func pauseSwitch(ctx context.Context, c *kube.Clients, o Options, r *Result) error {
+	cms := c.Core.CoreV1()
+	if o.Pause {
+		before, err := pause.Set(ctx, cms, o.Namespace, pause.Change{Paused: true, By: "cdk deploy -c paused=true"}, ownedLabels())
+		if err != nil {
+			return err
+		}
+		if !before.Exists {
+			r.add(&r.Created, "ConfigMap", o.Namespace, PauseConfigMap, "paused")
+		} else {
+			r.add(&r.Applied, "ConfigMap", o.Namespace, PauseConfigMap, "paused; was "+before.String())
+		}
+		o.Log.Info("paused Karpless (paused=true)", "was", before.String())
+		return nil
+	}
+	created, err := pause.Ensure(ctx, cms, o.Namespace, ownedLabels())
+	if err != nil {
+		return err
+	}
+	if created {
+		r.add(&r.Created, "ConfigMap", o.Namespace, PauseConfigMap)
 	}
 	return nil
 }
@@ -622,7 +656,7 @@ func deleteCRDs(ctx context.Context, c *kube.Clients, o Options, r *Result) erro
 
 func deleteConfigMaps(ctx context.Context, c *kube.Clients, o Options, r *Result) error {
 	cms := c.Core.CoreV1().ConfigMaps(o.Namespace)
-	for _, name := range StateConfigMaps() {
+	for _, name := range append(StateConfigMaps(), PauseConfigMap) {
 		if err := deleteIfOwned(ctx, cms.Get, cms.Delete, "ConfigMap", o.Namespace, name, r); err != nil {
 			return err
 		}

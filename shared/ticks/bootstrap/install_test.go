@@ -139,7 +139,7 @@ func versions(t *testing.T, c *kube.Clients, o Options) map[string]string {
 	rec("role", ro, err)
 	rb, err := c.Core.RbacV1().RoleBindings(o.Namespace).Get(ctx, RoleName, metav1.GetOptions{})
 	rec("rolebinding", rb, err)
-	for _, name := range []string{UnavailableOfferingsConfigMap, PricingConfigMap} {
+	for _, name := range []string{UnavailableOfferingsConfigMap, PricingConfigMap, PauseConfigMap} {
 		cm, err := c.Core.CoreV1().ConfigMaps(o.Namespace).Get(ctx, name, metav1.GetOptions{})
 		rec("configmap "+name, cm, err)
 	}
@@ -229,7 +229,7 @@ func checkUninstalled(t *testing.T, c *kube.Clients, o Options) {
 	gone("Role", err)
 	_, err = c.Core.RbacV1().RoleBindings(o.Namespace).Get(ctx, RoleName, metav1.GetOptions{})
 	gone("RoleBinding", err)
-	for _, name := range []string{UnavailableOfferingsConfigMap, PricingConfigMap} {
+	for _, name := range []string{UnavailableOfferingsConfigMap, PricingConfigMap, PauseConfigMap} {
 		_, err = c.Core.CoreV1().ConfigMaps(o.Namespace).Get(ctx, name, metav1.GetOptions{})
 		gone("ConfigMap "+name, err)
 	}

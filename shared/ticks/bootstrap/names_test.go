@@ -6,6 +6,7 @@ import (
 
 	"github.com/karpless/karpless/shared/aws/pricing"
 	"github.com/karpless/karpless/shared/aws/unavailable"
+	"github.com/karpless/karpless/shared/kube/pause"
 	"github.com/karpless/karpless/shared/ticks/disrupt"
 )
 
@@ -18,5 +19,12 @@ func TestStateConfigMapsAreTheFunctionsOnes(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
 		t.Fatalf("bootstrap creates %v; the functions use %v", got, want)
+	}
+}
+
+// The switch the bootstrap creates and grants is the one the ticks read.
+func TestPauseConfigMapIsTheTicksOne(t *testing.T) {
+	if PauseConfigMap != pause.ConfigMapName {
+		t.Fatalf("bootstrap creates %s; the ticks read %s", PauseConfigMap, pause.ConfigMapName)
 	}
 }

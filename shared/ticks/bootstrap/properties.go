@@ -20,6 +20,9 @@ type Properties struct {
 	ControllersGroup string
 	// Namespace: the function's configured namespace when absent.
 	Namespace string
+	// Paused sets the pause switch on Create and Update (cdk deploy -c
+	// paused=true); false or absent leaves it as it is.
+	Paused bool
 	// CRDHash and BootstrapSHA256 only make CloudFormation send an Update
 	// when the CRDs or the function change.
 	CRDHash         string
@@ -32,7 +35,7 @@ var knownProperties = map[string]bool{
 	"ServiceToken": true, "ServiceTimeout": true,
 	"ClusterName": true, "NodeRoleName": true, "InstallDefaultNodePool": true,
 	"RemoveUserObjectsOnDelete": true, "ControllersGroup": true, "Namespace": true,
-	"CRDHash": true, "BootstrapSHA256": true,
+	"CRDHash": true, "BootstrapSHA256": true, "Paused": true,
 }
 
 // ParseProperties reads the properties of a custom resource event. It
@@ -87,6 +90,7 @@ func ParseProperties(m map[string]any) (p Properties, unknown []string, err erro
 		RemoveUserObjectsOnDelete: boolean("RemoveUserObjectsOnDelete"),
 		ControllersGroup:          str("ControllersGroup", false),
 		Namespace:                 str("Namespace", false),
+		Paused:                    boolean("Paused"),
 		CRDHash:                   str("CRDHash", false),
 		BootstrapSHA256:           str("BootstrapSHA256", false),
 	}
@@ -113,5 +117,6 @@ func (p Properties) Options(namespace string) Options {
 		DefaultNodePool:   p.InstallDefaultNodePool,
 		NodeRoleName:      p.NodeRoleName,
 		RemoveUserObjects: p.RemoveUserObjectsOnDelete,
+		Pause:             p.Paused,
 	}
 }

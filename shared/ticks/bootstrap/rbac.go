@@ -29,6 +29,13 @@ const (
 	DisruptionStateConfigMap      = "karpless-disruption"
 )
 
+// PauseConfigMap is the pause switch (shared/kube/pause): the bootstrap
+// creates it, not paused, and sets it on a deploy with -c paused=true;
+// `karpless pause` and `karpless resume` set it with the user's own
+// access. The controllers may only get it: a function that could write
+// it could resume what a person paused.
+const PauseConfigMap = "karpless-pause"
+
 // StateConfigMaps are the ConfigMaps the bootstrap creates for the functions.
 func StateConfigMaps() []string {
 	return []string{UnavailableOfferingsConfigMap, PricingConfigMap, DisruptionStateConfigMap}
@@ -89,6 +96,8 @@ func ControllerRules() []Rule {
 		{Group: "coordination.k8s.io", Resources: []string{"leases"}, Verbs: []string{"get", "list", "create", "update", "patch"}, Namespaced: true},
 		{Group: "", Resources: []string{"configmaps"}, Verbs: []string{"get", "update"},
 			Names: StateConfigMaps(), Namespaced: true},
+		{Group: "", Resources: []string{"configmaps"}, Verbs: []string{"get"},
+			Names: []string{PauseConfigMap}, Namespaced: true},
 	}
 }
 

@@ -143,6 +143,10 @@ func TestRBACGrantsExactlyTheRules(t *testing.T) {
 		{ns: "kube-system", verb: "create", resource: "configmaps"}, // would allow creating aws-auth
 		{ns: "kube-system", verb: "list", resource: "configmaps"},
 		{ns: "kube-system", verb: "update", resource: "configmaps", name: "aws-auth"},
+		// The pause switch is a person's: a function may read it only.
+		{ns: "kube-system", verb: "update", resource: "configmaps", name: PauseConfigMap},
+		{ns: "kube-system", verb: "patch", resource: "configmaps", name: PauseConfigMap},
+		{ns: "kube-system", verb: "delete", resource: "configmaps", name: PauseConfigMap},
 		{ns: "team-a", verb: "create", resource: "pods"},
 		{ns: "team-a", verb: "update", resource: "pods"},
 		{ns: "team-a", verb: "patch", resource: "pods", sub: "status"},

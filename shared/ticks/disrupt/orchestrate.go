@@ -137,7 +137,9 @@ type Command struct {
 
 // Summary is what a tick did.
 type Summary struct {
-	Skipped     string                    `json:"skipped,omitempty"`
+	Skipped string `json:"skipped,omitempty"`
+	// Paused: the pause switch was on; the tick did nothing.
+	Paused      bool                      `json:"paused,omitempty"`
 	Passes      int                       `json:"passes"`
 	Termination termination.Summary       `json:"termination"`
 	Garbage     garbagecollection.Summary `json:"garbage"`
@@ -205,9 +207,17 @@ func (d *Disrupter) Run(ctx context.Context, holder string) (Summary, error) {
 		Leases: d.Kube.Core.CoordinationV1(), Namespace: d.Config.Namespace, Lease: LeaseName, Holder: holder,
 		Duration: d.Config.LeaseDuration, Margin: d.Config.DeadlineMargin / 2, Clock: d.Clock, Log: d.Log,
 		Events: d.Events, Metrics: d.Metrics, MetricsOut: d.MetricsOut,
+		Pause: d.Kube.Core.CoreV1(),
 	}
 	var sum Summary
 	var errs []error
+	// After each pass, the metrics so far are written and the summary so
+	// far logged: a tick killed later loses only the pass under way.
+	checkpoint := func() {
+		so := sum
+		so.Duration = d.Clock.Since(start)
+		sk.Checkpoint("disruption pass done", so)
+	}
 	held, err := sk.Run(ctx, func(ctx context.Context, l *lease.Lease) error {
 		deadline := start.Add(d.Config.WatchWindow)
 		if dl, ok := ctx.Deadline(); ok && dl.Add(-d.Config.DeadlineMargin/2).Before(deadline) {
@@ -231,6 +241,7 @@ func (d *Disrupter) Run(ctx context.Context, holder string) (Summary, error) {
 				errs = append(errs, err)
 				d.Log.Warn("disruption pass", "error", err)
 			}
+			checkpoint()
 			if d.Config.WatchWindow <= 0 || next.IsZero() || next.After(deadline) || ctx.Err() != nil {
 				break
 			}
@@ -250,6 +261,11 @@ func (d *Disrupter) Run(ctx context.Context, holder string) (Summary, error) {
 		d.saveState(context.WithoutCancel(ctx), inv.state)
 		return nil
 	})
+	if errors.Is(err, tick.ErrPaused) {
+		sum = Summary{Paused: true, Skipped: "paused (karpless resume to resume)", Duration: d.Clock.Since(start)}
+		d.Log.Info("disruption tick done", "summary", sum)
+		return sum, nil
+	}
 	if err != nil {
 		return Summary{}, err
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/function/record"
+	"github.com/karpless/karpless/shared/function/tick"
 	"github.com/karpless/karpless/shared/kube"
 )
 
@@ -86,6 +87,7 @@ type Result struct {
 	Acted     []string // NodeClaims deleted
 	Dropped   int      // malformed or unknown messages
 	Replaced  bool     // a provisioning pass ran
+	Paused    bool     // no replacement: Karpless is paused
 	TaintedAt time.Time
 }
 
@@ -169,10 +171,21 @@ func (h *Handler) Handle(ctx context.Context, batch lambdaevents.SQSEvent, holde
 		// died between the deletion and this point) gets the same: the
 		// pass and the drain are idempotent, and the two-minute warning
 		// cannot wait for the next tick.
+		//
+		// While Karpless is paused (karpless pause), the batch still
+		// protects the workloads from what EC2 is taking away (the
+		// claims above are tainted and deleted, the drain below evicts
+		// their pods and terminates what is drained), but it launches no
+		// replacement: a pause stops Karpless from adding capacity, and
+		// the displaced pods wait, pending, for the resume's first tick.
 		if h.Provisioner != nil {
 			ok, err := h.Provisioner.PassWithLease(ctx, holder, h.LeaseWait)
 			res.Replaced = ok
-			if err != nil {
+			switch {
+			case errors.Is(err, tick.ErrPaused):
+				res.Paused = true
+				h.Log.Info("paused: no replacement launched; the interrupted nodes are drained and terminated", "paused", true, "nodeclaims", res.Acted)
+			case err != nil:
 				h.Log.Warn("provisioning replacements", "error", err)
 			}
 		}

@@ -70,7 +70,9 @@ type Provisioner struct {
 
 // Summary is what a tick did, for logs and tests.
 type Summary struct {
-	Skipped           string        `json:"skipped,omitempty"`
+	Skipped string `json:"skipped,omitempty"`
+	// Paused: the pause switch was on; the tick did nothing.
+	Paused            bool          `json:"paused,omitempty"`
 	Passes            int           `json:"passes"`
 	PendingPods       int           `json:"pendingPods"`
 	NodeClaimsCreated int           `json:"nodeClaimsCreated"`

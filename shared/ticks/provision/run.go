@@ -33,16 +33,25 @@ func (p *Provisioner) Run(ctx context.Context, holder string) (Summary, error) {
 	p.prepare()
 	var sum Summary
 	var errs []error
-	held, err := p.skeleton(holder, 0).Run(ctx, func(ctx context.Context, l *lease.Lease) error {
+	sk := p.skeleton(holder, 0)
+	// After each pass, the metrics so far are written and the summary so
+	// far logged: a tick killed later loses only the pass under way.
+	checkpoint := func() {
+		so := sum
+		so.Duration = p.Clock.Since(start)
+		sk.Checkpoint("provisioning pass done", so)
+	}
+	held, err := sk.Run(ctx, func(ctx context.Context, l *lease.Lease) error {
 		inv := &invocation{resolved: map[string]bool{}, guard: l.Hold, podTimings: true}
 		r, err := p.pass(ctx, inv)
 		sum.add(r)
 		if err != nil {
 			errs = append(errs, err)
 		}
+		checkpoint()
 		if r.work && p.Config.WatchWindow > 0 {
 			wctx, cancel := clockctx.WithDeadline(ctx, p.Clock, p.deadline(ctx, start))
-			err := p.watch(wctx, l, inv, &sum)
+			err := p.watch(wctx, l, inv, &sum, checkpoint, sk.FlushMetrics)
 			cancel()
 			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 				errs = append(errs, err)
@@ -50,6 +59,11 @@ func (p *Provisioner) Run(ctx context.Context, holder string) (Summary, error) {
 		}
 		return nil
 	})
+	if errors.Is(err, tick.ErrPaused) {
+		sum = Summary{Paused: true, Skipped: "paused (karpless resume to resume)", Duration: p.Clock.Since(start)}
+		p.Log.Info("provisioning tick done", "summary", sum)
+		return sum, nil
+	}
 	if err != nil {
 		return Summary{}, err
 	}
@@ -72,6 +86,7 @@ func (p *Provisioner) skeleton(holder string, wait time.Duration) tick.Skeleton 
 		Leases: p.Kube.Core.CoordinationV1(), Namespace: p.Config.Namespace, Lease: LeaseName, Holder: holder,
 		Duration: p.Config.LeaseDuration, Wait: wait, Margin: p.Config.DeadlineMargin, Clock: p.Clock, Log: p.Log,
 		Events: p.Events, Metrics: p.Metrics, MetricsOut: p.MetricsOut,
+		Pause: p.Kube.Core.CoreV1(),
 	}
 }
 
@@ -88,7 +103,9 @@ func (p *Provisioner) prepare() {
 // replacements at once): it takes the provisioning lease, asking a running
 // tick to hand over and waiting up to wait, and releases it after. It
 // returns false when the lease could not be had in time; the provisioner's
-// own tick then covers the work.
+// own tick then covers the work. While Karpless is paused it returns
+// tick.ErrPaused and launches nothing (karpless_paused goes to the
+// caller's metrics).
 func (p *Provisioner) PassWithLease(ctx context.Context, holder string, wait time.Duration) (bool, error) {
 	if err := p.validate(); err != nil {
 		return false, err
@@ -96,7 +113,7 @@ func (p *Provisioner) PassWithLease(ctx context.Context, holder string, wait tim
 	p.prepare()
 	sk := p.skeleton(holder, wait)
 	// The caller flushes its own Events and metrics.
-	sk.Events, sk.Metrics = nil, nil
+	sk.Events, sk.MetricsOut = nil, nil
 	return sk.Run(ctx, func(ctx context.Context, l *lease.Lease) error {
 		_, err := p.passOnce(ctx, &invocation{resolved: map[string]bool{}, guard: l.Hold})
 		return err
@@ -118,7 +135,9 @@ func (p *Provisioner) deadline(ctx context.Context, start time.Time) time.Time {
 // starts with the first such pod and closes after BatchIdle without another
 // or BatchMax in all, then a pass runs. Between batches, in-flight claims are
 // advanced so nodes become ready without waiting for the next tick.
-func (p *Provisioner) watch(ctx context.Context, l *lease.Lease, inv *invocation, sum *Summary) error {
+// After each pass it calls checkpoint, and after advancing claims
+// flushMetrics.
+func (p *Provisioner) watch(ctx context.Context, l *lease.Lease, inv *invocation, sum *Summary, checkpoint, flushMetrics func()) error {
 	w, err := p.Kube.Core.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName="})
 	if err != nil {
 		return fmt.Errorf("watching pending pods: %w", err)
@@ -172,6 +191,7 @@ func (p *Provisioner) watch(ctx context.Context, l *lease.Lease, inv *invocation
 				sum.Errors = append(sum.Errors, err.Error())
 				p.Log.Warn("provisioning pass", "error", err)
 			}
+			checkpoint()
 		case <-advance.C():
 			if batching {
 				continue
@@ -179,6 +199,7 @@ func (p *Provisioner) watch(ctx context.Context, l *lease.Lease, inv *invocation
 			if err := p.advance(ctx, inv, sum); err != nil {
 				p.Log.Warn("advancing nodeclaims", "error", err)
 			}
+			flushMetrics()
 		case <-renew.C():
 			handover, err := l.Renew(ctx)
 			if err != nil {

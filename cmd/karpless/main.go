@@ -36,6 +36,8 @@ var commands = []command{
 	snapshotCommand,
 	demoCommand,
 	soakCommand,
+	pauseCommand,
+	resumeCommand,
 }
 
 // errUsage means the arguments were wrong; the usage was printed already.

@@ -109,12 +109,27 @@ const emptyConfigHint = "no kubeconfig found: pass --kubeconfig, set KUBECONFIG,
 // loading rules (--kubeconfig, else $KUBECONFIG, else ~/.kube/config).
 // source names the context and server, for reports and snapshot files.
 func (f *clusterFlags) clients() (c *kube.Clients, source string, err error) {
+	cfg, source, err := f.restConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	cfg.Wrap(readOnly)
+	c, err = kube.NewClients(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	return c, source, nil
+}
+
+// restConfig loads the kubeconfig (clients' loading rules); source names
+// the context and server.
+func (f *clusterFlags) restConfig() (cfg *rest.Config, source string, err error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if f.kubeconfig != "" {
 		rules.ExplicitPath = f.kubeconfig
 	}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context})
-	cfg, err := cc.ClientConfig()
+	cfg, err = cc.ClientConfig()
 	if err != nil {
 		if clientcmd.IsEmptyConfig(err) {
 			return nil, "", errors.New(emptyConfigHint)
@@ -131,12 +146,7 @@ func (f *clusterFlags) clients() (c *kube.Clients, source string, err error) {
 	cfg.Timeout = f.timeout
 	cfg.UserAgent = "karpless-cli"
 	cfg.QPS, cfg.Burst = 50, 100
-	cfg.Wrap(readOnly)
-	c, err = kube.NewClients(cfg)
-	if err != nil {
-		return nil, "", err
-	}
-	return c, fmt.Sprintf("context %s (%s)", name, cfg.Host), nil
+	return cfg, fmt.Sprintf("context %s (%s)", name, cfg.Host), nil
 }
 
 // readOnly makes the commands unable to change the cluster, whatever code

@@ -70,9 +70,16 @@ func setPause(ctx context.Context, c *cli, args []string, paused bool) error {
 	if err != nil {
 		return pauseError(err, source, where, paused)
 	}
-	was := "was running"
-	if before.Paused {
+	var was string
+	switch {
+	case paused && before.Paused:
 		was = "was already paused"
+	case paused:
+		was = "was running"
+	case before.Paused:
+		was = "was paused"
+	default:
+		was = "was already running"
 	}
 	if paused {
 		c.printf("Karpless is paused in %s (%s).\n", source, was)

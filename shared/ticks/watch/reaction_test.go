@@ -84,6 +84,7 @@ func TestReactionFromIdle(t *testing.T) {
 		}
 		sources.Store(ev.Source, true)
 		start := time.Now()
+
 		ctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		_, err := handler(ctx, ev)
@@ -155,12 +156,44 @@ func TestReactionFromIdle(t *testing.T) {
 		imposed := time.Duration(w.Chaos.Stats()[kubechaos.StatTooManyRequests]-throttled)*kubechaos.RetryAfter + awsBackoff(before)
 		raw = append(raw, d)
 		own = append(own, max(d-imposed, 0))
+
 	}
 	// Let the last pods' nodes register, as the watcher starts the
-	// provisioner for them, then stop.
+	// provisioner for them, then stop the watchers.
 	w.Converge(time.Minute, nil)
 	cancel()
 	watchers.Wait()
+
+	// Economy (no watcher): a pod waits for the next scheduled tick,
+	// uniformly over the minute; the tick then passes at once (no batch
+	// wait). Its own time, start to CreateFleet, measured with ticks run
+	// as the schedule runs them, on a pod already pending.
+	var tick []time.Duration
+	for i := range max(samples/2, 4) {
+		w.Pods(fmt.Sprintf("e%d", i), 1, "3", nil)
+		w.WaitUnschedulable(1)
+		calls := len(w.Emu.Calls())
+		start := w.Clock.Now()
+		tctx, tcancel := context.WithTimeout(context.Background(), time.Minute)
+		if _, err := handler(tctx, lambdaevents.CloudWatchEvent{Source: "aws.events"}); err != nil {
+			t.Logf("economy tick %d: %v", i, err)
+		}
+		tcancel()
+		for _, c := range w.Emu.Calls()[calls:] {
+			if c.Action == "CreateFleet" {
+				tick = append(tick, c.At.Sub(start))
+				break
+			}
+		}
+		w.Converge(time.Minute, nil)
+	}
+	econ := make([]time.Duration, 0, 1000*len(tick))
+	erng := rand.New(rand.NewPCG(1, 2))
+	for range 1000 {
+		for _, d := range tick {
+			econ = append(econ, time.Duration(erng.Int64N(int64(time.Minute)))+d)
+		}
+	}
 
 	med, p99 := pct(raw, 0.5), pct(raw, 0.99)
 	omed, op99 := pct(own, 0.5), pct(own, 0.99)
@@ -170,6 +203,8 @@ func TestReactionFromIdle(t *testing.T) {
 	t.Logf("pod created -> CreateFleet, from idle, watcher starting the provisioner (%d pods): median %s, p99 %s; less the waits the world imposed: median %s, p99 %s",
 		samples, med.Round(time.Millisecond), p99.Round(time.Millisecond), omed.Round(time.Millisecond), op99.Round(time.Millisecond))
 	t.Logf("watcher: %d invocations sent; provisioner: %d runs, %s in all (%.2f s per run)", invoked.Load(), n, busy.Round(time.Millisecond), busy.Seconds()/float64(max(n, 1)))
+	t.Logf("economy: a scheduled tick, start -> CreateFleet (%d pods): median %s, p99 %s; with the wait for the next minute's tick: median %s, p99 %s",
+		len(tick), pct(tick, 0.5).Round(time.Millisecond), pct(tick, 0.99).Round(time.Millisecond), pct(econ, 0.5).Round(100*time.Millisecond), pct(econ, 0.99).Round(100*time.Millisecond))
 	if _, ok := sources.Load(watch.PayloadSource); !ok {
 		t.Error("no provisioner run came from the watcher")
 	}

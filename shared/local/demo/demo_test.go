@@ -71,7 +71,9 @@ func TestDefaultScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"<svg", s.Steps[0].Name, "leaked-instances=0"} {
+	// The timeline: labelled ticks, and the drift's replacements shaded
+	// and explained (TestTimelineChart checks the layout).
+	for _, want := range []string{"<svg", s.Steps[0].Name, "leaked-instances=0", `class="tick"`, ">00:00<", `class="band"`, "drift: replacements run beside the old nodes", "ran beside the nodes they replace until those drained"} {
 		if !bytes.Contains(html, []byte(want)) {
 			t.Errorf("report lacks %q", want)
 		}

@@ -117,6 +117,7 @@ type runner struct {
 	status                                                 string
 	timeline                                               []sample
 	marks                                                  []mark
+	bands                                                  bands
 	log                                                    []string
 	deadline                                               time.Time
 	interrupted                                            map[string]bool
@@ -419,6 +420,9 @@ func (r *runner) tick(ctx context.Context) {
 			r.lastChange = now
 		}
 		for _, c := range sum.Commands {
+			if c.Action == "executed" {
+				r.bands.executed(r.since().Seconds(), c.Method, c.Candidates, len(c.Replacements))
+			}
 			line := fmt.Sprintf("disruption: %s %s of %s", strings.ToLower(c.Method), c.Action, strings.Join(c.Candidates, ", "))
 			if len(c.Replacements) > 0 {
 				line += " -> " + strings.Join(c.Replacements, ", ")
@@ -501,6 +505,7 @@ func (r *runner) observe(ctx context.Context) {
 	for name := range r.claims {
 		if !live[name] {
 			r.say("NodeClaim %s gone: instance terminated, node removed", name)
+			r.bands.gone(r.since().Seconds(), name)
 			delete(r.claims, name)
 			r.lastChange = r.now()
 		}

@@ -1,0 +1,386 @@
+package demo
+
+import (
+	"fmt"
+	"html/template"
+	"math"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// timeline is what the report's chart draws: the samples, the steps'
+// starts and the spans in which replacements ran beside the nodes they
+// replace. Times are seconds since the demo began.
+type timeline struct {
+	Samples []sample
+	Marks   []mark
+	Bands   []band
+}
+
+// band is a span in which disruption's replacement nodes run beside the
+// nodes they replace: from the command's execution until the last of
+// those nodes is gone. Both are paid for meanwhile, so $/hour rises and
+// then falls.
+type band struct {
+	Start, End   float64
+	Method       string // drift, consolidation
+	Replacements int
+}
+
+// bands follows disruption commands with replacements until their
+// candidates are gone.
+type bands struct {
+	open []*openBand
+	done []band
+}
+
+type openBand struct {
+	band
+	waiting map[string]bool // candidate NodeClaims not gone yet
+}
+
+// executed notes a command carried out at t: it replaces candidates
+// (NodeClaim names) with replacements new ones.
+func (b *bands) executed(t float64, method string, candidates []string, replacements int) {
+	if replacements == 0 || len(candidates) == 0 {
+		return
+	}
+	o := &openBand{band: band{Start: t, End: t, Method: methodName(method), Replacements: replacements}, waiting: map[string]bool{}}
+	for _, c := range candidates {
+		o.waiting[c] = true
+	}
+	b.open = append(b.open, o)
+}
+
+// gone notes that a NodeClaim disappeared at t; a band ends with the last
+// of its candidates.
+func (b *bands) gone(t float64, claim string) {
+	kept := b.open[:0]
+	for _, o := range b.open {
+		delete(o.waiting, claim)
+		if len(o.waiting) == 0 {
+			o.End = t
+			b.done = append(b.done, o.band)
+			continue
+		}
+		kept = append(kept, o)
+	}
+	b.open = kept
+}
+
+// all is every band, those still open ending at now; bands of one method
+// that overlap or follow within bandGap are one (a rolling drift is many
+// commands, as budgets allow).
+func (b *bands) all(now float64) []band {
+	list := append([]band(nil), b.done...)
+	for _, o := range b.open {
+		x := o.band
+		x.End = now
+		list = append(list, x)
+	}
+	return mergeBands(list)
+}
+
+const bandGap = 10.0 // seconds
+
+func mergeBands(list []band) []band {
+	sort.SliceStable(list, func(i, j int) bool { return list[i].Start < list[j].Start })
+	var out []band
+	for _, x := range list {
+		if n := len(out); n > 0 && out[n-1].Method == x.Method && x.Start <= out[n-1].End+bandGap {
+			out[n-1].End = max(out[n-1].End, x.End)
+			out[n-1].Replacements += x.Replacements
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+func methodName(m string) string {
+	m = strings.ToLower(m)
+	if strings.HasSuffix(m, "consolidation") {
+		return "consolidation"
+	}
+	return m
+}
+
+// The chart's geometry, in SVG user units (the page is 960 px wide).
+const (
+	chartW      = 960.0
+	chartLeft   = 64.0
+	chartRight  = 20.0
+	laneTop     = 6.0
+	rowH        = 19.0
+	labelH      = 15.0
+	labelFont   = 11.0
+	labelPad    = 3.0
+	labelGap    = 6.0
+	panelTitleH = 18.0
+	panelPlotH  = 96.0
+	panelGap    = 16.0
+	legendFont  = 12.0
+	// charWidth bounds a character of the labels' monospace font (0.60 em
+	// in DejaVu Sans Mono, Menlo, SF Mono; 0.55 em in Consolas), so a
+	// label's box holds its text.
+	charWidth = 0.62
+)
+
+// labelBox is a label laid out in the lane above the panels.
+type labelBox struct {
+	X, Y, W, H float64
+	At         float64 // the x its line starts from
+	Text       string
+	Class      string // step or band
+}
+
+// layoutLabels places each label just right of its x (left of it when it
+// would run off the chart) in the first row where it overlaps no other
+// label, so labels of steps that start close together stack instead of
+// printing over each other. It returns the boxes and the number of rows.
+func layoutLabels(items []labelBox, minX, maxX float64) ([]labelBox, int) {
+	sort.SliceStable(items, func(i, j int) bool { return items[i].At < items[j].At })
+	var rows [][]labelBox
+	out := make([]labelBox, 0, len(items))
+	for _, it := range items {
+		it.W = textWidth(it.Text, labelFont) + 2*labelPad
+		it.H = labelH
+		it.X = it.At + 2
+		if it.X+it.W > maxX {
+			it.X = it.At - 2 - it.W
+		}
+		it.X = max(it.X, minX)
+		r := 0
+		for ; r < len(rows); r++ {
+			free := true
+			for _, o := range rows[r] {
+				if it.X < o.X+o.W+labelGap && o.X < it.X+it.W+labelGap {
+					free = false
+					break
+				}
+			}
+			if free {
+				break
+			}
+		}
+		if r == len(rows) {
+			rows = append(rows, nil)
+		}
+		it.Y = laneTop + float64(r)*rowH
+		rows[r] = append(rows[r], it)
+		out = append(out, it)
+	}
+	return out, len(rows)
+}
+
+func textWidth(s string, font float64) float64 {
+	return float64(utf8.RuneCountInString(s)) * font * charWidth
+}
+
+// tickStep is the interval of the time axis's ticks: the smallest of the
+// usual clock intervals that gives at most 10 ticks over maxT seconds.
+func tickStep(maxT float64) float64 {
+	for _, s := range []float64{5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200} {
+		if maxT/s <= 10 {
+			return s
+		}
+	}
+	return math.Ceil(maxT/10/3600) * 3600
+}
+
+// wrap breaks text into lines of at most width units at font size font.
+func wrap(text string, width, font float64) []string {
+	limit := max(int(width/(font*charWidth)), 10)
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(text) {
+		if line != "" && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) > limit {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+// bandNote explains a band on the chart; the peak is circled on the cost panel.
+func bandNote(b band, peak, peakT float64) string {
+	what := fmt.Sprintf("%s %s-%s: ", b.Method, clockAt(b.Start), clockAt(b.End))
+	n := "a replacement node"
+	if b.Replacements > 1 {
+		n = fmt.Sprintf("%d replacement nodes", b.Replacements)
+	}
+	what += fmt.Sprintf("%s ran beside the nodes they replace until those drained. ", n)
+	what += "Karpless launches a replacement first and removes the old node only once the replacement is ready and the pods have moved, so both are paid for meanwhile"
+	if peak > 0 {
+		what += fmt.Sprintf(": $/hour peaked at %.3f at %s (circled), then fell as the old nodes went", peak, clockAt(peakT))
+	}
+	return what + "."
+}
+
+func clockAt(sec float64) string { return clockString(time.Duration(sec * float64(time.Second))) }
+
+// renderTimeline draws the nodes, pending pods and $/hour panels on one
+// time axis, the steps' labels in a lane above them, the replacement
+// bands shaded across the panels with a note under the axis.
+func renderTimeline(tl timeline) template.HTML {
+	type series struct {
+		title, color, format string
+		value                func(sample) float64
+	}
+	panels := []series{
+		{"Ready nodes", "#1f77b4", "%.0f", func(s sample) float64 { return float64(s.Nodes) }},
+		{"Pending pods", "#d62728", "%.0f", func(s sample) float64 { return float64(s.Pending) }},
+		{"Cost ($/hour)", "#2ca02c", "%.3f", func(s sample) float64 { return s.Cost }},
+	}
+	maxT := 1.0
+	for _, s := range tl.Samples {
+		maxT = max(maxT, s.T)
+	}
+	for _, m := range tl.Marks {
+		maxT = max(maxT, m.T)
+	}
+	plotL, plotR := chartLeft, chartW-chartRight
+	x := func(t float64) float64 { return plotL + (plotR-plotL)*min(max(t, 0), maxT)/maxT }
+
+	// The lane: step labels and band labels, laid out together.
+	var items []labelBox
+	for i, m := range tl.Marks {
+		items = append(items, labelBox{At: x(m.T), Text: fmt.Sprintf("%d %s", i+1, m.Name), Class: "step"})
+	}
+	for _, b := range tl.Bands {
+		items = append(items, labelBox{At: x(b.Start), Text: fmt.Sprintf("%s: replacements run beside the old nodes", b.Method), Class: "band"})
+	}
+	labels, rows := layoutLabels(items, 0, chartW)
+	laneH := float64(rows)*rowH + 4
+	top := laneTop + laneH
+	panelH := panelTitleH + panelPlotH + panelGap
+	plotTop := func(i int) float64 { return top + float64(i)*panelH + panelTitleH }
+	bottom := plotTop(len(panels)-1) + panelPlotH
+	step := tickStep(maxT)
+
+	// The notes under the axis, one per band.
+	var notes [][]string
+	type peak struct{ t, cost float64 }
+	var peaks []peak
+	for _, b := range tl.Bands {
+		pk := peak{t: b.Start}
+		for _, s := range tl.Samples {
+			if s.T >= b.Start && s.T <= b.End && s.Cost > pk.cost {
+				pk = peak{s.T, s.Cost}
+			}
+		}
+		peaks = append(peaks, pk)
+		notes = append(notes, wrap(bandNote(b, pk.cost, pk.t), plotR-plotL-24, legendFont))
+	}
+	height := bottom + 34
+	for _, n := range notes {
+		height += float64(len(n))*16 + 6
+	}
+
+	var b strings.Builder
+	esc := template.HTMLEscapeString
+	fmt.Fprintf(&b, `<svg class="timeline" viewBox="0 0 %.0f %.0f" width="100%%" role="img" aria-label="Ready nodes, pending pods and cost over time" font-family="system-ui,-apple-system,'Segoe UI',Roboto,sans-serif" xmlns="http://www.w3.org/2000/svg">`, chartW, math.Ceil(height))
+	b.WriteString(`<rect x="0" y="0" width="100%" height="100%" fill="#fff"/>`)
+	// Replacement bands, under everything else.
+	for _, bd := range tl.Bands {
+		x0, x1 := x(bd.Start), x(bd.End)
+		fmt.Fprintf(&b, `<rect class="band" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#ff7f0e" fill-opacity="0.14"><title>%s</title></rect>`,
+			x0, plotTop(0), max(x1-x0, 2), bottom-plotTop(0), esc(bd.Method+": replacements run beside the old nodes until they drain"))
+	}
+	for i, p := range panels {
+		pt := plotTop(i)
+		maxV := 0.0
+		for _, s := range tl.Samples {
+			maxV = max(maxV, p.value(s))
+		}
+		if maxV == 0 {
+			maxV = 1
+		}
+		y := func(v float64) float64 { return pt + panelPlotH*(1-v/maxV) }
+		// A white halo keeps the steps' lines from crossing the title.
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" font-size="12" font-weight="bold" fill="#222" stroke="#fff" stroke-width="4" paint-order="stroke">%s</text>`, plotL+3, pt-5, esc(p.title))
+		// Grid: the maximum and about half of it (a whole number for the
+		// counts), the time ticks.
+		mid := maxV / 2
+		if p.format == "%.0f" {
+			mid = math.Floor(mid)
+		}
+		for _, v := range []float64{mid, maxV} {
+			if v <= 0 {
+				continue
+			}
+			fmt.Fprintf(&b, `<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#eee"/>`, plotL, y(v), plotR, y(v))
+			fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" font-size="11" text-anchor="end" fill="#444">%s</text>`, plotL-5, y(v)+4, fmt.Sprintf(p.format, v))
+		}
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" font-size="11" text-anchor="end" fill="#444">0</text>`, plotL-5, pt+panelPlotH+4)
+		for t := 0.0; t <= maxT+1e-9; t += step {
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#f0f0f0"/>`, x(t), pt, x(t), pt+panelPlotH)
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999"/>`, x(t), pt+panelPlotH, x(t), pt+panelPlotH+4)
+		}
+		fmt.Fprintf(&b, `<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#999"/>`, plotL, pt+panelPlotH, plotR, pt+panelPlotH)
+		var pts []string
+		for j, s := range tl.Samples {
+			if j > 0 {
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(s.T), y(p.value(tl.Samples[j-1]))))
+			}
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(s.T), y(p.value(s))))
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`, p.color, strings.Join(pts, " "))
+		if i == len(panels)-1 {
+			for _, pk := range peaks {
+				if pk.cost > 0 {
+					fmt.Fprintf(&b, `<circle class="peak" cx="%.1f" cy="%.1f" r="3.5" fill="none" stroke="#e07b00" stroke-width="1.5"/>`, x(pk.t), y(pk.cost))
+				}
+			}
+		}
+	}
+	// The time axis's labels, under the last panel.
+	for t := 0.0; t <= maxT+1e-9; t += step {
+		anchor := "middle"
+		if t == 0 {
+			anchor = "start"
+		}
+		fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%.1f" font-size="11" text-anchor="%s" fill="#444">%s</text>`, x(t), bottom+16, anchor, clockAt(t))
+	}
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" font-size="11" text-anchor="end" fill="#666">minutes:seconds since the demo began (virtual clock)</text>`, plotR, bottom+30)
+	// Each label's line runs from its box down through the panels; the
+	// boxes are drawn over the lines so no line crosses a label's text.
+	for _, l := range labels {
+		if l.Class == "band" {
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e07b00" stroke-width="1.5"/>`, l.At, l.Y+l.H, l.At, plotTop(0))
+			continue
+		}
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#aaa" stroke-dasharray="4 3"/>`, l.At, l.Y+l.H, l.At, bottom)
+	}
+	for _, l := range labels {
+		fill, stroke, color := "#fff", "#ccc", "#333"
+		if l.Class == "band" {
+			fill, stroke, color = "#fff3e0", "#e07b00", "#8a4b00"
+		}
+		fmt.Fprintf(&b, `<rect class="label %s" x="%.1f" y="%.1f" width="%.1f" height="%.1f" rx="2" fill="%s" stroke="%s"/>`, l.Class, l.X, l.Y, l.W, l.H, fill, stroke)
+		fmt.Fprintf(&b, `<text class="label-text" x="%.1f" y="%.1f" font-size="%.0f" font-family="ui-monospace,SFMono-Regular,Menlo,Consolas,'DejaVu Sans Mono',monospace" fill="%s">%s</text>`,
+			l.X+labelPad, l.Y+labelH-4, labelFont, color, esc(l.Text))
+	}
+	// The notes: what a shaded band is, and the cost's peak in it.
+	ny := bottom + 34
+	for _, n := range notes {
+		fmt.Fprintf(&b, `<rect x="%.0f" y="%.1f" width="14" height="12" fill="#ff7f0e" fill-opacity="0.3" stroke="#e07b00"/>`, plotL, ny)
+		b.WriteString(`<text class="band-note" font-size="12" fill="#333">`)
+		for k, line := range n {
+			fmt.Fprintf(&b, `<tspan x="%.0f" y="%.1f">%s</tspan>`, plotL+22, ny+10+float64(k)*16, esc(line))
+		}
+		b.WriteString(`</text>`)
+		ny += float64(len(n))*16 + 6
+	}
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String())
+}

@@ -1,0 +1,258 @@
+package demo
+
+import (
+	"encoding/xml"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// fixedTimeline is a demo's timeline as the default scenario draws it:
+// three steps within 5 s of each other, two more 2 s apart, a drift that
+// rolls four nodes two at a time with a cost spike while replacements run
+// beside the old nodes.
+func fixedTimeline() timeline {
+	tl := timeline{Marks: []mark{
+		{T: 0, Name: "A workload arrives"},
+		{T: 3, Name: "A spot node is interrupted"},
+		{T: 5, Name: "The workload shrinks"},
+		{T: 312, Name: "A new AMI release is published"},
+		{T: 314, Name: "Another step right after it"},
+		{T: 598, Name: "A step at the very end of the run"},
+	}}
+	for t := 0.0; t <= 600; t += 2 {
+		s := sample{T: t, Nodes: 4, Cost: 0.2}
+		if t < 30 {
+			s.Pending = 9 - int(t/4)
+		}
+		if t >= 320 && t < 450 {
+			s.Nodes, s.Cost = 6, 0.3+float64(int(t)%7)/100
+		}
+		if t == 380 {
+			s.Cost = 0.412
+		}
+		tl.Samples = append(tl.Samples, s)
+	}
+	var b bands
+	b.executed(320, "Drift", []string{"general-a", "general-b"}, 2)
+	b.executed(330, "SingleNodeConsolidation", []string{"general-z"}, 0) // a delete: no band
+	b.gone(380, "general-a")
+	b.gone(390, "general-b")
+	b.executed(392, "Drift", []string{"general-c", "general-d"}, 2)
+	b.gone(440, "general-c")
+	b.gone(450, "general-d")
+	tl.Bands = b.all(600)
+	return tl
+}
+
+type svgNode struct {
+	XMLName xml.Name
+	Attrs   []xml.Attr `xml:",any,attr"`
+	Text    string     `xml:",chardata"`
+	Nodes   []svgNode  `xml:",any"`
+}
+
+func (n svgNode) attr(name string) string {
+	for _, a := range n.Attrs {
+		if a.Name.Local == name {
+			return a.Value
+		}
+	}
+	return ""
+}
+
+func (n svgNode) num(t *testing.T, name string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(n.attr(name), 64)
+	if err != nil {
+		t.Fatalf("<%s> %s=%q: %v", n.XMLName.Local, name, n.attr(name), err)
+	}
+	return v
+}
+
+func (n svgNode) text() string {
+	s := n.Text
+	for _, c := range n.Nodes {
+		s += c.text()
+	}
+	return s
+}
+
+func (n svgNode) walk(f func(svgNode)) {
+	f(n)
+	for _, c := range n.Nodes {
+		c.walk(f)
+	}
+}
+
+func hasClass(n svgNode, class string) bool {
+	return strings.Contains(" "+n.attr("class")+" ", " "+class+" ")
+}
+
+// TestTimelineChart renders a fixed timeline and checks what a reader
+// needs at a glance: no two labels overlap, each label's box holds its
+// text, the time axis has labelled ticks at a regular interval, and the
+// drift's replacement span is shaded and explained.
+func TestTimelineChart(t *testing.T) {
+	tl := fixedTimeline()
+	out := string(renderTimeline(tl))
+	if path := os.Getenv("KARPLESS_CHART_OUT"); path != "" {
+		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var root svgNode
+	if err := xml.Unmarshal([]byte(out), &root); err != nil {
+		t.Fatalf("the chart is not well-formed SVG: %v", err)
+	}
+	vb := strings.Fields(root.attr("viewBox"))
+	if len(vb) != 4 {
+		t.Fatalf("viewBox %q", root.attr("viewBox"))
+	}
+	width, _ := strconv.ParseFloat(vb[2], 64)
+	height, _ := strconv.ParseFloat(vb[3], 64)
+
+	type box struct {
+		x, y, w, h float64
+		class      string
+	}
+	var boxes []box
+	var texts []svgNode
+	var ticks []svgNode
+	var bandsDrawn []svgNode
+	var notes []string
+	root.walk(func(n svgNode) {
+		switch {
+		case n.XMLName.Local == "rect" && hasClass(n, "label"):
+			boxes = append(boxes, box{n.num(t, "x"), n.num(t, "y"), n.num(t, "width"), n.num(t, "height"), n.attr("class")})
+		case n.XMLName.Local == "text" && hasClass(n, "label-text"):
+			texts = append(texts, n)
+		case n.XMLName.Local == "text" && hasClass(n, "tick"):
+			ticks = append(ticks, n)
+		case n.XMLName.Local == "rect" && hasClass(n, "band"):
+			bandsDrawn = append(bandsDrawn, n)
+		case n.XMLName.Local == "text" && hasClass(n, "band-note"):
+			var lines []string
+			for _, l := range n.Nodes {
+				lines = append(lines, l.text())
+			}
+			notes = append(notes, strings.Join(lines, " "))
+		}
+	})
+
+	// Labels: one per step and per band, none overlapping another, each
+	// inside the chart and wide enough for its text.
+	if want := len(tl.Marks) + len(tl.Bands); len(boxes) != want || len(texts) != want {
+		t.Fatalf("%d label boxes and %d label texts, want %d", len(boxes), len(texts), want)
+	}
+	for i, a := range boxes {
+		if a.x < 0 || a.y < 0 || a.x+a.w > width || a.y+a.h > height {
+			t.Errorf("label %d (%s) at %+v lies outside the %gx%g chart", i, texts[i].text(), a, width, height)
+		}
+		for j, b := range boxes[:i] {
+			if a.x < b.x+b.w && b.x < a.x+a.w && a.y < b.y+b.h && b.y < a.y+a.h {
+				t.Errorf("labels overlap: %q at %+v and %q at %+v", texts[i].text(), a, texts[j].text(), b)
+			}
+		}
+		txt := texts[i]
+		font := txt.num(t, "font-size")
+		// 0.6 em is a monospace character's advance.
+		if need := float64(utf8.RuneCountInString(txt.text()))*font*0.6 + 2*labelPad; a.w < need {
+			t.Errorf("label %q: box %.1f wide, its text needs %.1f", txt.text(), a.w, need)
+		}
+		if tx := txt.num(t, "x"); tx < a.x || tx > a.x+a.w {
+			t.Errorf("label %q starts at %.1f, outside its box %+v", txt.text(), tx, a)
+		}
+	}
+	for i, m := range tl.Marks {
+		if want := fmt.Sprintf("%d %s", i+1, m.Name); !strings.Contains(out, want) {
+			t.Errorf("no label %q", want)
+		}
+	}
+	// The three steps within 5 s of each other stack in three rows.
+	rows := map[float64]bool{}
+	for i := range boxes {
+		if strings.HasPrefix(texts[i].text(), "1 ") || strings.HasPrefix(texts[i].text(), "2 ") || strings.HasPrefix(texts[i].text(), "3 ") {
+			rows[boxes[i].y] = true
+		}
+	}
+	if len(rows) != 3 {
+		t.Errorf("the first three steps' labels are in %d rows, want 3", len(rows))
+	}
+
+	// The time axis: a labelled tick a minute apart over ten minutes.
+	var got []string
+	var xs []float64
+	for _, tk := range ticks {
+		got = append(got, tk.text())
+		xs = append(xs, tk.num(t, "x"))
+	}
+	want := []string{"00:00", "01:00", "02:00", "03:00", "04:00", "05:00", "06:00", "07:00", "08:00", "09:00", "10:00"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("time axis ticks %v, want %v", got, want)
+	}
+	for i := 2; i < len(xs); i++ {
+		if d, d0 := xs[i]-xs[i-1], xs[1]-xs[0]; d-d0 > 0.2 || d0-d > 0.2 {
+			t.Errorf("ticks not evenly spaced: %v", xs)
+			break
+		}
+	}
+
+	// The drift: its two commands are one shaded span, from the first
+	// execution to the last old node's going, explained under the axis.
+	if len(tl.Bands) != 1 || tl.Bands[0].Start != 320 || tl.Bands[0].End != 450 || tl.Bands[0].Replacements != 4 {
+		t.Fatalf("bands %+v, want one drift band 320-450 with 4 replacements", tl.Bands)
+	}
+	if len(bandsDrawn) != 1 {
+		t.Fatalf("%d shaded bands, want 1", len(bandsDrawn))
+	}
+	plotW := chartW - chartLeft - chartRight
+	if x, w := bandsDrawn[0].num(t, "x"), bandsDrawn[0].num(t, "width"); abs(x-(chartLeft+plotW*320/600)) > 0.2 || abs(w-plotW*130/600) > 0.2 {
+		t.Errorf("band drawn at x=%.1f width %.1f, want %.1f and %.1f", x, w, chartLeft+plotW*320/600, plotW*130/600)
+	}
+	if len(notes) != 1 {
+		t.Fatalf("%d band notes, want 1", len(notes))
+	}
+	for _, want := range []string{"drift 05:20-07:30", "4 replacement nodes ran beside the nodes they replace until those drained", "both are paid for meanwhile", "peaked at 0.412 at 06:20 (circled)"} {
+		if !strings.Contains(notes[0], want) {
+			t.Errorf("band note lacks %q:\n%s", want, notes[0])
+		}
+	}
+	if !strings.Contains(out, "drift: replacements run beside the old nodes") {
+		t.Error("the band has no label on the chart")
+	}
+}
+
+func abs(f float64) float64 {
+	if f < 0 {
+		return -f
+	}
+	return f
+}
+
+// TestBandsFollowCommands: a band opens when a command with replacements
+// executes and closes when its last candidate is gone; deletes open none;
+// bands still open end at the report's time; another method is its own band.
+func TestBandsFollowCommands(t *testing.T) {
+	var b bands
+	b.executed(10, "Drift", []string{"a", "b"}, 2)
+	b.executed(12, "Emptiness", []string{"e"}, 0)
+	b.gone(20, "a")
+	if got := b.all(25); len(got) != 1 || got[0].End != 25 {
+		t.Fatalf("open band: %+v", got)
+	}
+	b.gone(30, "b")
+	b.executed(100, "MultiNodeConsolidation", []string{"c", "d"}, 1)
+	b.executed(105, "Drift", []string{"f"}, 1)
+	got := b.all(200)
+	want := []band{{10, 30, "drift", 2}, {100, 200, "consolidation", 1}, {105, 200, "drift", 1}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("bands %+v, want %+v", got, want)
+	}
+	if tickStep(40) != 5 || tickStep(100) != 10 || tickStep(600) != 60 || tickStep(3000) != 300 {
+		t.Errorf("tick steps %v %v %v %v", tickStep(40), tickStep(100), tickStep(600), tickStep(3000))
+	}
+}

@@ -241,7 +241,7 @@ func (h *handler) uninstall(ctx context.Context, ev cfn.Event, log *slog.Logger)
 	if err != nil {
 		log.Error("could not remove Karpless from the cluster; answering SUCCESS so the stack deletion goes on. "+
 			"If the cluster still exists, remove the leftovers by hand: the ClusterRole and ClusterRoleBinding "+ClusterRoleName+
-			", the Role and RoleBinding "+RoleName+", the ConfigMaps "+strings.Join(append(StateConfigMaps(), PauseConfigMap), ", ")+
+			", the Role and RoleBinding "+RoleName+", the FlowSchemas "+strings.Join(FlowSchemas(), ", ")+", the ConfigMaps "+strings.Join(append(StateConfigMaps(), PauseConfigMap), ", ")+
 			", and the default NodePool and EC2NodeClass, all labelled "+ManagedByLabel+"="+ManagedByValue,
 			"cluster", cluster, "error", err.Error(), "elapsed", time.Since(start).String())
 	}

@@ -41,6 +41,11 @@ const (
 	DefaultControllersGroup = "karpless:controllers"
 )
 
+// WatcherGroup is the Kubernetes group the watcher function's access
+// entry maps to (read-only); its requests share the controllers'
+// FlowSchemas.
+const WatcherGroup = "karpless:watcher"
+
 func ownedLabels() map[string]string { return map[string]string{ManagedByLabel: ManagedByValue} }
 
 func isOwned(m metav1.Object) bool { return m.GetLabels()[ManagedByLabel] == ManagedByValue }
@@ -161,9 +166,9 @@ type step struct {
 }
 
 // Install applies the CRDs (server-side, field manager karpless, forced),
-// creates the namespace if needed, applies the controllers' RBAC, creates
-// the state ConfigMaps and, when asked, the default EC2NodeClass and
-// NodePool, each only if absent. Running it again changes nothing; running
+// creates the namespace if needed, applies the controllers' RBAC and
+// FlowSchemas, creates the state ConfigMaps and the pause switch and, when
+// asked, the default EC2NodeClass and NodePool, each only if absent. Running it again changes nothing; running
 // it after a run that died half-way finishes that run.
 func Install(ctx context.Context, c *kube.Clients, o Options) (Result, error) {
 	return run(ctx, c, o, installSteps(o.withDefaults()), nil)
@@ -234,6 +239,7 @@ func installSteps(o Options) []step {
 			}
 			return err
 		}},
+		{"apply FlowSchemas", applyFlowSchemas},
 		{"create state ConfigMaps", createConfigMaps},
 		{"pause switch", pauseSwitch},
 		{"prune RBAC of a former namespace", pruneOtherNamespaces},
@@ -263,6 +269,7 @@ func uninstallSteps(o Options) []step {
 	}
 	return append(steps,
 		step{"delete state ConfigMaps", deleteConfigMaps},
+		step{"delete FlowSchemas", deleteFlowSchemas},
 		step{"delete RBAC", deleteRBAC},
 		step{"delete namespace", deleteNamespace})
 }

@@ -139,6 +139,10 @@ func versions(t *testing.T, c *kube.Clients, o Options) map[string]string {
 	rec("role", ro, err)
 	rb, err := c.Core.RbacV1().RoleBindings(o.Namespace).Get(ctx, RoleName, metav1.GetOptions{})
 	rec("rolebinding", rb, err)
+	for _, name := range FlowSchemas() {
+		fs, err := c.Core.FlowcontrolV1().FlowSchemas().Get(ctx, name, metav1.GetOptions{})
+		rec("flowschema "+name, fs, err)
+	}
 	for _, name := range []string{UnavailableOfferingsConfigMap, PricingConfigMap, PauseConfigMap} {
 		cm, err := c.Core.CoreV1().ConfigMaps(o.Namespace).Get(ctx, name, metav1.GetOptions{})
 		rec("configmap "+name, cm, err)
@@ -233,6 +237,10 @@ func checkUninstalled(t *testing.T, c *kube.Clients, o Options) {
 		_, err = c.Core.CoreV1().ConfigMaps(o.Namespace).Get(ctx, name, metav1.GetOptions{})
 		gone("ConfigMap "+name, err)
 	}
+	for _, name := range FlowSchemas() {
+		_, err = c.Core.FlowcontrolV1().FlowSchemas().Get(ctx, name, metav1.GetOptions{})
+		gone("FlowSchema "+name, err)
+	}
 	_, err = c.NodePools.Get(ctx, DefaultName, metav1.GetOptions{})
 	gone("default NodePool", err)
 	_, err = c.EC2NodeClasses.Get(ctx, DefaultName, metav1.GetOptions{})
@@ -252,7 +260,7 @@ func TestInstallOnEmptyCluster(t *testing.T) {
 			t.Errorf("Created = %v, missing %s", res.Created, want)
 		}
 	}
-	if len(res.Applied) != 9 { // 5 CRDs, ClusterRole(Binding), Role(Binding)
+	if len(res.Applied) != 11 { // 5 CRDs, ClusterRole(Binding), Role(Binding), 2 FlowSchemas
 		t.Errorf("Applied = %v", res.Applied)
 	}
 }

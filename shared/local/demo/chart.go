@@ -139,12 +139,17 @@ type labelBox struct {
 // layoutLabels places each label just right of its x (left of it when it
 // would run off the chart) in the first row where it overlaps no other
 // label, so labels of steps that start close together stack instead of
-// printing over each other. It returns the boxes and the number of rows.
+// printing over each other; a label longer than the chart is cut. It
+// returns the boxes and the number of rows.
 func layoutLabels(items []labelBox, minX, maxX float64) ([]labelBox, int) {
 	sort.SliceStable(items, func(i, j int) bool { return items[i].At < items[j].At })
 	var rows [][]labelBox
 	out := make([]labelBox, 0, len(items))
+	limit := int((maxX - minX - 2*labelPad) / (labelFont * charWidth))
 	for _, it := range items {
+		if utf8.RuneCountInString(it.Text) > limit {
+			it.Text = string([]rune(it.Text)[:limit-1]) + "…"
+		}
 		it.W = textWidth(it.Text, labelFont) + 2*labelPad
 		it.H = labelH
 		it.X = it.At + 2

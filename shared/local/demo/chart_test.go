@@ -256,3 +256,11 @@ func TestBandsFollowCommands(t *testing.T) {
 		t.Errorf("tick steps %v %v %v %v", tickStep(40), tickStep(100), tickStep(600), tickStep(3000))
 	}
 }
+
+// TestLongLabelIsCut: a step name longer than the chart is cut to fit.
+func TestLongLabelIsCut(t *testing.T) {
+	boxes, rows := layoutLabels([]labelBox{{At: 500, Text: strings.Repeat("a long step name ", 20)}}, 0, chartW)
+	if rows != 1 || boxes[0].X < 0 || boxes[0].X+boxes[0].W > chartW || !strings.HasSuffix(boxes[0].Text, "…") {
+		t.Errorf("long label laid out at x=%.1f width %.1f: %q", boxes[0].X, boxes[0].W, boxes[0].Text)
+	}
+}

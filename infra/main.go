@@ -22,6 +22,18 @@
 //	logRetentionDays          log retention of every function (default 30)
 //	metricsLevel              minimal (default: only the alarms' metrics are
 //	                          CloudWatch metrics, every figure a log field) or full
+//	responsiveness            continuous (default: the watcher function invokes
+//	                          the provisioner as soon as pods wait) or economy
+//	                          (no watcher; the next tick, within a minute)
+//	batchIdleDuration         the provisioner's BATCH_IDLE_DURATION (default 1s)
+//	batchMaxDuration          the provisioner's BATCH_MAX_DURATION (default 10s, at most 1m)
+//	spotToSpotConsolidation   true: the disruption function's SPOT_TO_SPOT_CONSOLIDATION
+//	logLevel                  every function's LOG_LEVEL: debug, info (default), warn, error
+//	paused                    true: deploy paused (the bootstrap sets the pause
+//	                          switch); absent or false leaves the switch as it is
+//	alarms                    false: no CloudWatch alarms on throttled and
+//	                          dropped invocations (default true, $0.10 a month each)
+//	alarmTopicArn             an SNS topic the alarms notify
 //	reservedConcurrency       none (default) or a positive number reserved for
 //	                          each scheduled function (the account must keep
 //	                          100 unreserved; see docs/deploy.md)
@@ -36,6 +48,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
@@ -100,6 +113,14 @@ func configFromContext(app awscdk.App) (config, error) {
 		CRDHash:                   c.str("crdHash", stack.DefaultCRDHash),
 		LogRetentionDays:          c.integer("logRetentionDays", stack.DefaultLogRetentionDays),
 		MetricsLevel:              c.str("metricsLevel", fnconfig.MetricsMinimal),
+		Responsiveness:            c.str("responsiveness", fnconfig.ResponsivenessContinuous),
+		BatchIdleDuration:         c.duration("batchIdleDuration", stack.DefaultBatchIdleDuration),
+		BatchMaxDuration:          c.duration("batchMaxDuration", stack.DefaultBatchMaxDuration),
+		SpotToSpotConsolidation:   c.boolean("spotToSpotConsolidation"),
+		LogLevel:                  c.str("logLevel", stack.DefaultLogLevel),
+		Paused:                    c.boolean("paused"),
+		NoAlarms:                  !c.booleanOr("alarms", true),
+		AlarmTopicARN:             c.str("alarmTopicArn", ""),
 		ReservedConcurrency:       c.integerOrNone("reservedConcurrency"),
 		VpcID:                     c.str("vpcId", ""),
 		SubnetIDs:                 c.list("subnetIds"),
@@ -147,10 +168,13 @@ func (c *ctx) str(key, def string) string {
 	}
 }
 
-func (c *ctx) boolean(key string) bool {
+func (c *ctx) boolean(key string) bool { return c.booleanOr(key, false) }
+
+// booleanOr reads true or false; def when the key is absent.
+func (c *ctx) booleanOr(key string, def bool) bool {
 	v, ok := c.raw(key)
 	if !ok {
-		return false
+		return def
 	}
 	switch v := v.(type) {
 	case bool:
@@ -165,6 +189,24 @@ func (c *ctx) boolean(key string) bool {
 		c.errs = append(c.errs, fmt.Sprintf("context %s: want true or false, got %v", key, v))
 		return false
 	}
+}
+
+// duration reads a Go duration such as 1s or 500ms; def when absent.
+func (c *ctx) duration(key string, def time.Duration) time.Duration {
+	v, ok := c.raw(key)
+	if !ok {
+		return def
+	}
+	if s, isString := v.(string); isString {
+		if strings.TrimSpace(s) == "" {
+			return def
+		}
+		if d, err := time.ParseDuration(strings.TrimSpace(s)); err == nil {
+			return d
+		}
+	}
+	c.errs = append(c.errs, fmt.Sprintf("context %s: want a duration such as 1s or 500ms, got %v", key, v))
+	return def
 }
 
 func (c *ctx) integer(key string, def int) int {

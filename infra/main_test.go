@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
@@ -53,6 +54,11 @@ func TestConfigFromContext(t *testing.T) {
 		MetricsLevel:           "full",
 		SubnetIDs:              []string{"subnet-0123456789abcdef0", "subnet-0123456789abcdef1"},
 		SecurityGroupIDs:       []string{"sg-0123456789abcdef0"},
+		// The settings' defaults, explicit.
+		Responsiveness:    "continuous",
+		BatchIdleDuration: time.Second,
+		BatchMaxDuration:  10 * time.Second,
+		LogLevel:          "info",
 	}
 	if !reflect.DeepEqual(cfg.props, want) {
 		t.Errorf("props\n got %+v\nwant %+v", cfg.props, want)
@@ -155,5 +161,36 @@ func TestReservedConcurrencyNegative(t *testing.T) {
 	}
 	if err := cfg.props.Validate(); err == nil || !strings.Contains(err.Error(), "reservedConcurrency -1 is not valid") {
 		t.Errorf("Validate: %v", err)
+	}
+}
+
+// The settings kept as context: as -c passes them (strings) and as
+// cdk.json may hold them (JSON values); a bad value names its key.
+func TestSettingsFromContext(t *testing.T) {
+	cfg, err := readConfig(t, map[string]interface{}{
+		"clusterName": "prod", "responsiveness": "economy", "batchIdleDuration": "500ms", "batchMaxDuration": "5s",
+		"spotToSpotConsolidation": "true", "logLevel": "debug", "paused": "true", "alarms": "false",
+		"alarmTopicArn": "arn:aws:sns:us-east-1:123456789012:oncall",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.props
+	if p.Responsiveness != "economy" || p.BatchIdleDuration != 500*time.Millisecond || p.BatchMaxDuration != 5*time.Second ||
+		!p.SpotToSpotConsolidation || p.LogLevel != "debug" || !p.Paused || !p.NoAlarms || p.AlarmTopicARN != "arn:aws:sns:us-east-1:123456789012:oncall" {
+		t.Errorf("props %+v", p)
+	}
+	cfg, err = readConfig(t, map[string]interface{}{"clusterName": "prod", "spotToSpotConsolidation": true, "paused": false, "alarms": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.props.SpotToSpotConsolidation || cfg.props.Paused || cfg.props.NoAlarms {
+		t.Errorf("cdk.json booleans: %+v", cfg.props)
+	}
+	_, err = readConfig(t, map[string]interface{}{"clusterName": "prod", "batchIdleDuration": "soon", "batchMaxDuration": 10, "paused": "perhaps", "alarms": "on"})
+	for _, want := range []string{"batchIdleDuration: want a duration such as 1s", "batchMaxDuration: want a duration", "paused: want true or false", "alarms: want true or false"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
 	}
 }

@@ -49,5 +49,15 @@ func TestAccessEntries(t *testing.T) {
 			"AccessPolicies":   assertions.Match_Absent(),
 		})
 	})
-	check(t, "5 entries", func() { tmpl.ResourceCountIs(jsii.String("AWS::EKS::AccessEntry"), jsii.Number(5)) })
+	check(t, "watcher access entry: its own read-only group", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::EKS::AccessEntry"), &map[string]interface{}{
+			"ClusterName":      testCluster,
+			"PrincipalArn":     getAtt(logicalID(st, st.Roles[Watcher]), "Arn"),
+			"Type":             "STANDARD",
+			"Username":         "karpless:watcher",
+			"KubernetesGroups": []interface{}{"karpless:watcher"},
+			"AccessPolicies":   assertions.Match_Absent(),
+		})
+	})
+	check(t, "6 entries", func() { tmpl.ResourceCountIs(jsii.String("AWS::EKS::AccessEntry"), jsii.Number(6)) })
 }

@@ -22,10 +22,16 @@ func TestFunctions(t *testing.T) {
 		reserved any // nil: unreserved
 		env      map[string]any
 	}{
-		{Provisioner, 512, 70, nil, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "METRICS_LEVEL": "minimal"}},
-		{Disruption, 512, 70, nil, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "METRICS_LEVEL": "minimal"}},
-		{Interruption, 512, 60, nil, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "INTERRUPTION_QUEUE_URL": queue, "METRICS_LEVEL": "minimal"}},
-		{Bootstrap, 256, 300, nil, map[string]any{"GOMEMLIMIT": "204MiB", "CLUSTER_NAME": testCluster}},
+		// The settings kept as context are written with their defaults.
+		{Provisioner, 512, 70, nil, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "METRICS_LEVEL": "minimal",
+			"BATCH_IDLE_DURATION": "1s", "BATCH_MAX_DURATION": "10s", "RESPONSIVENESS": "continuous", "LOG_LEVEL": "info"}},
+		{Disruption, 512, 70, nil, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "METRICS_LEVEL": "minimal",
+			"SPOT_TO_SPOT_CONSOLIDATION": "false", "LOG_LEVEL": "info"}},
+		{Interruption, 512, 60, nil, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "INTERRUPTION_QUEUE_URL": queue, "METRICS_LEVEL": "minimal",
+			"LOG_LEVEL": "info"}},
+		{Bootstrap, 256, 300, nil, map[string]any{"GOMEMLIMIT": "204MiB", "CLUSTER_NAME": testCluster, "LOG_LEVEL": "info"}},
+		{Watcher, 128, 75, nil, map[string]any{"GOMEMLIMIT": "102MiB", "CLUSTER_NAME": testCluster, "LOG_LEVEL": "info",
+			"PROVISIONER_FUNCTION_NAME": ref(logicalID(st, st.Functions[Provisioner])), "BATCH_IDLE_DURATION": "1s", "BATCH_MAX_DURATION": "10s"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -116,7 +122,7 @@ func TestReservedConcurrency(t *testing.T) {
 func TestNoOtherFunctions(t *testing.T) {
 	// The bootstrap custom resource must not bring the Provider
 	// framework's Node.js function along.
-	check(t, "4 functions", func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(4)) })
+	check(t, "5 functions", func() { tmpl.ResourceCountIs(jsii.String("AWS::Lambda::Function"), jsii.Number(5)) })
 	check(t, "all provided.al2023", func() {
 		tmpl.AllResourcesProperties(jsii.String("AWS::Lambda::Function"), &map[string]interface{}{
 			"Runtime": "provided.al2023", "Architectures": []interface{}{"arm64"},
@@ -125,8 +131,8 @@ func TestNoOtherFunctions(t *testing.T) {
 }
 
 func TestLogGroups(t *testing.T) {
-	check(t, "4 log groups with 30 days", func() {
-		tmpl.ResourcePropertiesCountIs(jsii.String("AWS::Logs::LogGroup"), &map[string]interface{}{"RetentionInDays": 30}, jsii.Number(4))
+	check(t, "5 log groups with 30 days", func() {
+		tmpl.ResourcePropertiesCountIs(jsii.String("AWS::Logs::LogGroup"), &map[string]interface{}{"RetentionInDays": 30}, jsii.Number(5))
 	})
 	for _, name := range functions.Names() {
 		lg := logicalID(st, st.LogGroups[name])
@@ -158,12 +164,12 @@ func TestLogGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(t, "retention 7", func() {
-		tm.ResourcePropertiesCountIs(jsii.String("AWS::Logs::LogGroup"), &map[string]interface{}{"RetentionInDays": 7}, jsii.Number(4))
+		tm.ResourcePropertiesCountIs(jsii.String("AWS::Logs::LogGroup"), &map[string]interface{}{"RetentionInDays": 7}, jsii.Number(5))
 	})
 }
 
 func TestScheduleRules(t *testing.T) {
-	for _, name := range []string{Provisioner, Disruption} {
+	for _, name := range []string{Provisioner, Disruption, Watcher} {
 		fn := logicalID(st, st.Functions[name])
 		check(t, name+" schedule", func() {
 			tmpl.HasResourceProperties(jsii.String("AWS::Events::Rule"), &map[string]interface{}{
@@ -191,10 +197,10 @@ func TestScheduleRules(t *testing.T) {
 			})
 		})
 	}
-	check(t, "2 scheduled rules", func() {
+	check(t, "3 scheduled rules", func() {
 		tmpl.ResourcePropertiesCountIs(jsii.String("AWS::Events::Rule"), &map[string]interface{}{
 			"ScheduleExpression": assertions.Match_AnyValue(),
-		}, jsii.Number(2))
+		}, jsii.Number(3))
 	})
 }
 

@@ -311,6 +311,14 @@ func queueConsumerStatement(queueARN *string) awsiam.PolicyStatement {
 		&[]*string{queueARN}, nil)
 }
 
+// invokeStatement lets the watcher invoke the provisioner, by its
+// unqualified ARN, and nothing else.
+func invokeStatement(functionARN *string) awsiam.PolicyStatement {
+	return statement("AllowInvokingTheProvisioner",
+		[]string{"lambda:InvokeFunction"},
+		&[]*string{functionARN}, nil)
+}
+
 // logStatement lets a function write to its own log group only.
 func logStatement(logGroupARN *string) awsiam.PolicyStatement {
 	return statement("AllowWritingOwnLogs",

@@ -212,6 +212,7 @@ var wantActions = func() map[string][]string {
 		Disruption:   join(read, launch, profiles, gc, []string{"ec2:DescribeInstanceStatus"}, logs),
 		Interruption: join(read, launch, sqs, logs),
 		Bootstrap:    join([]string{"eks:DescribeCluster"}, logs),
+		Watcher:      join([]string{"eks:DescribeCluster", "lambda:InvokeFunction"}, logs),
 	}
 }()
 

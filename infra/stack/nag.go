@@ -7,7 +7,6 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
-	"github.com/karpless/karpless/functions"
 )
 
 // AddAwsSolutionsChecks runs cdk-nag's AwsSolutions pack on everything
@@ -75,7 +74,7 @@ func addNagSuppressions(s *Stack) {
 	}
 
 	if s.Props.InVPC() {
-		for _, name := range functions.Names() {
+		for _, name := range s.Props.Functions() {
 			suppress(s.Roles[name], suppression("AwsSolutions-IAM4",
 				"Placed in a VPC, Lambda creates and deletes the function's network interfaces with the execution role; "+
 					"AWSLambdaVPCAccessExecutionRole is the grant Lambda documents for it and holds only those ENI actions.",

@@ -60,7 +60,7 @@ func TestSeveralNodeRoles(t *testing.T) {
 	check(t, "1 EC2_WINDOWS entry", func() {
 		tm.ResourcePropertiesCountIs(jsii.String("AWS::EKS::AccessEntry"), &map[string]interface{}{"Type": "EC2_WINDOWS"}, jsii.Number(1))
 	})
-	check(t, "7 entries", func() { tm.ResourceCountIs(jsii.String("AWS::EKS::AccessEntry"), jsii.Number(7)) })
+	check(t, "8 entries", func() { tm.ResourceCountIs(jsii.String("AWS::EKS::AccessEntry"), jsii.Number(8)) })
 
 	check(t, "PassRole on the three roles, to EC2 only", func() {
 		tm.HasResourceProperties(jsii.String("AWS::IAM::ManagedPolicy"), &map[string]interface{}{

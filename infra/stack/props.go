@@ -8,18 +8,21 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/karpless/karpless/functions"
 	fnconfig "github.com/karpless/karpless/shared/function/config"
 )
 
-// The four Lambda functions (registered in package functions). Each one's
-// binary is <AssetsDir>/<name>/bootstrap.
+// The Lambda functions (registered in package functions). Each one's
+// binary is <AssetsDir>/<name>/bootstrap. The watcher is deployed with
+// responsiveness continuous only.
 const (
 	Provisioner  = functions.Provisioner
 	Disruption   = functions.Disruption
 	Interruption = functions.Interruption
 	Bootstrap    = functions.Bootstrap
+	Watcher      = functions.Watcher
 )
 
 // Defaults applied by Props.withDefaults.
@@ -30,6 +33,14 @@ const (
 	// DefaultNodeRolePrefix followed by the cluster name is the node role's
 	// name, as in Karpenter's getting-started template.
 	DefaultNodeRolePrefix = "KarpenterNodeRole-"
+	DefaultLogLevel       = "info"
+	// DefaultBatchIdleDuration and DefaultBatchMaxDuration are Karpenter's
+	// BATCH_IDLE_DURATION and BATCH_MAX_DURATION defaults.
+	DefaultBatchIdleDuration = time.Second
+	DefaultBatchMaxDuration  = 10 * time.Second
+	// MaxBatchDuration bounds batchMaxDuration: a batch must close inside
+	// the minute a tick (or the watcher) watches.
+	MaxBatchDuration = time.Minute
 )
 
 // Props configures one Karpless deployment (one EKS cluster).
@@ -79,6 +90,36 @@ type Props struct {
 	// metric under Karpenter's names, each series billed by CloudWatch
 	// (docs/deploy.md prices both).
 	MetricsLevel string
+
+	// Responsiveness is the reaction after a quiet period: continuous (the
+	// default) deploys the watcher function, which keeps watches open and
+	// invokes the provisioner as soon as pods wait; economy deploys no
+	// watcher, and a pod that arrives while no tick watches waits for the
+	// next scheduled tick (up to a minute). The provisioner's
+	// RESPONSIVENESS.
+	Responsiveness string
+	// BatchIdleDuration and BatchMaxDuration are the provisioner's (and
+	// the watcher's) BATCH_IDLE_DURATION and BATCH_MAX_DURATION: a batch
+	// of pending pods closes after BatchIdleDuration without a new one, or
+	// BatchMaxDuration after it began (Karpenter's 1 s and 10 s when zero).
+	BatchIdleDuration time.Duration
+	BatchMaxDuration  time.Duration
+	// SpotToSpotConsolidation is the disruption function's
+	// SPOT_TO_SPOT_CONSOLIDATION, Karpenter's feature gate (off by default).
+	SpotToSpotConsolidation bool
+	// LogLevel is every function's LOG_LEVEL: debug, info (the default),
+	// warn or error.
+	LogLevel string
+	// Paused deploys Karpless paused (-c paused=true): the bootstrap turns
+	// the pause switch on at Create and Update. Otherwise a deploy leaves
+	// the switch as it is (karpless pause and karpless resume set it).
+	Paused bool
+
+	// NoAlarms leaves out the CloudWatch alarms on throttled and dropped
+	// invocations (alarms=false); they cost $0.10 a month each.
+	NoAlarms bool
+	// AlarmTopicARN, when set, is an SNS topic each alarm notifies.
+	AlarmTopicARN string
 
 	// ReservedConcurrency, when positive, is reserved for each of the two
 	// scheduled functions (provisioner and disruption); 0, the default,
@@ -168,6 +209,7 @@ var (
 	subnetRE      = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
 	sgRE          = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
 	crdHashRE     = regexp.MustCompile(`^[A-Za-z0-9._:+-]{1,128}$`)
+	snsTopicRE    = regexp.MustCompile(`^arn:aws[a-z-]*:sns:[a-z]{2}(-[a-z]+)+-[0-9]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$`)
 )
 
 // retentionDays are the retention periods CloudWatch Logs accepts.
@@ -190,7 +232,36 @@ func (p Props) withDefaults() Props {
 	if p.MetricsLevel == "" {
 		p.MetricsLevel = fnconfig.MetricsMinimal
 	}
+	if p.Responsiveness == "" {
+		p.Responsiveness = fnconfig.ResponsivenessContinuous
+	}
+	if p.BatchIdleDuration == 0 {
+		p.BatchIdleDuration = DefaultBatchIdleDuration
+	}
+	if p.BatchMaxDuration == 0 {
+		p.BatchMaxDuration = DefaultBatchMaxDuration
+	}
+	if p.LogLevel == "" {
+		p.LogLevel = DefaultLogLevel
+	}
 	return p
+}
+
+// Continuous reports whether the watcher is deployed (responsiveness
+// continuous).
+func (p Props) Continuous() bool { return p.Responsiveness == fnconfig.ResponsivenessContinuous }
+
+// Functions are the functions the stack deploys, in functions.Names()
+// order: every one but the watcher in economy mode.
+func (p Props) Functions() []string {
+	var out []string
+	for _, fn := range functions.Names() {
+		if fn == Watcher && !p.Continuous() {
+			continue
+		}
+		out = append(out, fn)
+	}
+	return out
 }
 
 // InVPC reports whether the functions are placed in a VPC.
@@ -221,7 +292,7 @@ func (p Props) Validate() error {
 	if p.AssetsDir == "" {
 		bad("assetsDir is empty")
 	} else {
-		for _, fn := range functions.Names() {
+		for _, fn := range p.Functions() {
 			path := filepath.Join(p.AssetsDir, fn, "bootstrap")
 			st, err := os.Stat(path)
 			switch {
@@ -253,6 +324,25 @@ func (p Props) Validate() error {
 
 	if p.MetricsLevel != fnconfig.MetricsMinimal && p.MetricsLevel != fnconfig.MetricsFull {
 		bad("metricsLevel %q is not %s (the default: only the alarms' metrics) or %s (every metric)", p.MetricsLevel, fnconfig.MetricsMinimal, fnconfig.MetricsFull)
+	}
+
+	if p.Responsiveness != fnconfig.ResponsivenessContinuous && p.Responsiveness != fnconfig.ResponsivenessEconomy {
+		bad("responsiveness %q is not %s (the default: a watcher function invokes the provisioner as soon as pods wait) or %s (no watcher: a pod that arrives while no tick watches waits for the next tick, up to a minute)",
+			p.Responsiveness, fnconfig.ResponsivenessContinuous, fnconfig.ResponsivenessEconomy)
+	}
+	switch {
+	case p.BatchIdleDuration < 0 || p.BatchMaxDuration < 0:
+		bad("batchIdleDuration (%s) and batchMaxDuration (%s) must be positive durations such as 1s and 10s", p.BatchIdleDuration, p.BatchMaxDuration)
+	case p.BatchIdleDuration > p.BatchMaxDuration:
+		bad("batchIdleDuration (%s) must not exceed batchMaxDuration (%s)", p.BatchIdleDuration, p.BatchMaxDuration)
+	case p.BatchMaxDuration > MaxBatchDuration:
+		bad("batchMaxDuration (%s) must be at most %s: a batch must close within the minute a tick watches", p.BatchMaxDuration, MaxBatchDuration)
+	}
+	if !slices.Contains(fnconfig.LogLevels, p.LogLevel) {
+		bad("logLevel %q is not one of %s", p.LogLevel, strings.Join(fnconfig.LogLevels, ", "))
+	}
+	if p.AlarmTopicARN != "" && !snsTopicRE.MatchString(p.AlarmTopicARN) {
+		bad("alarmTopicArn %q is not an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>)", p.AlarmTopicARN)
 	}
 
 	if p.ReservedConcurrency < 0 {

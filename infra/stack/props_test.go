@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPropsValidation(t *testing.T) {
@@ -40,6 +41,18 @@ func TestPropsValidation(t *testing.T) {
 		{"metricsLevel full", func(p *Props) { p.MetricsLevel = "full" }, nil},
 		{"bad metricsLevel", func(p *Props) { p.MetricsLevel = "Full" }, []string{`metricsLevel "Full" is not minimal`, "full"}},
 		{"reservedConcurrency 1", func(p *Props) { p.ReservedConcurrency = 1 }, nil},
+		{"economy", func(p *Props) { p.Responsiveness = "economy" }, nil},
+		{"bad responsiveness", func(p *Props) { p.Responsiveness = "fast" }, []string{`responsiveness "fast" is not continuous`, "economy"}},
+		{"batching", func(p *Props) { p.BatchIdleDuration, p.BatchMaxDuration = 500*time.Millisecond, 5*time.Second }, nil},
+		{"batch idle above max", func(p *Props) { p.BatchIdleDuration, p.BatchMaxDuration = 20*time.Second, 5*time.Second },
+			[]string{"batchIdleDuration (20s) must not exceed batchMaxDuration (5s)"}},
+		{"batch max too long", func(p *Props) { p.BatchIdleDuration, p.BatchMaxDuration = time.Second, 2*time.Minute },
+			[]string{"batchMaxDuration (2m0s) must be at most 1m0s"}},
+		{"negative batch", func(p *Props) { p.BatchIdleDuration = -time.Second }, []string{"batchIdleDuration (-1s) and batchMaxDuration (10s) must be positive"}},
+		{"logLevel debug", func(p *Props) { p.LogLevel = "debug" }, nil},
+		{"bad logLevel", func(p *Props) { p.LogLevel = "verbose" }, []string{`logLevel "verbose" is not one of debug, info, warn, error`}},
+		{"alarm topic", func(p *Props) { p.AlarmTopicARN = "arn:aws:sns:eu-west-1:123456789012:oncall" }, nil},
+		{"bad alarm topic", func(p *Props) { p.AlarmTopicARN = "oncall" }, []string{`alarmTopicArn "oncall" is not an SNS topic ARN`}},
 		{"negative reservedConcurrency", func(p *Props) { p.ReservedConcurrency = -1 }, []string{"reservedConcurrency -1 is not valid", "positive number", "none"}},
 		{"bad nodeRoleName", func(p *Props) { p.NodeRoleName = "no/slash" }, []string{`nodeRoleName "no/slash"`}},
 		{"subnets need a security group", func(p *Props) { p.SubnetIDs = []string{"subnet-0123456789abcdef0"} }, []string{"pass securityGroupIds, or vpcId"}},

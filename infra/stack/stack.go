@@ -1,7 +1,9 @@
 // Package stack defines Karpless's AWS side for one EKS cluster as a CDK
-// stack: the four Lambda functions, their schedules, the interruption queue
-// and its EventBridge rules, least-privilege IAM roles, the node role, EKS
-// access entries and the bootstrap custom resource.
+// stack: the Lambda functions (four, and the watcher with responsiveness
+// continuous), their schedules, the interruption queue and its EventBridge
+// rules, least-privilege IAM roles, the node role, EKS access entries, the
+// bootstrap custom resource and the alarms on throttled and dropped
+// invocations.
 package stack
 
 import (
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseks"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
@@ -38,6 +41,9 @@ const (
 	tickMemoryMiB         = 512
 	interruptionMemoryMiB = 512 // it also launches replacements: a provisioning pass
 	bootstrapMemoryMiB    = 256
+	// The watcher only keeps watches (pods, nodes, one lease) and invokes
+	// the provisioner; it builds no catalog.
+	watcherMemoryMiB = 128
 
 	// A tick runs once a minute and may keep a watch window open for most
 	// of it; 70 s lets the last pass finish. The next tick, started while
@@ -49,6 +55,10 @@ const (
 	// Bootstrap: applies the CRDs and RBAC, waits for the CRDs to be
 	// established, and answers CloudFormation.
 	bootstrapTimeout = 5 * time.Minute
+	// Watcher: started every minute, it watches for the minute and hands
+	// over to the next one; 75 s lets the two overlap so that no moment
+	// goes unwatched.
+	watcherTimeout = 75 * time.Second
 )
 
 // Schedules and the interruption queue.
@@ -109,6 +119,10 @@ const (
 // access entries map to; the bootstrap binds the Karpless ClusterRole to it.
 const ControllersGroup = "karpless:controllers"
 
+// WatcherGroup is the Kubernetes group the watcher's access entry maps to:
+// read-only RBAC of its own (the bootstrap's bootstrap.WatcherGroup).
+const WatcherGroup = "karpless:watcher"
+
 // AWS managed policies of the node role (as in Karpenter's template).
 var nodeRoleManagedPolicies = []string{
 	"AmazonEKSWorkerNodePolicy",
@@ -143,7 +157,14 @@ type Stack struct {
 	DeadLetterQueue awssqs.Queue
 	// InterruptionRules maps a rule's construct ID to the rule.
 	InterruptionRules map[string]awsevents.CfnRule
-	Bootstrap         awscdk.CustomResource
+	// Schedules are the scheduled functions' EventBridge rules, by
+	// function name.
+	Schedules map[string]awsevents.Rule
+	Bootstrap awscdk.CustomResource
+	// AccessEntries are the functions' EKS access entries, by function name.
+	AccessEntries map[string]awseks.CfnAccessEntry
+	// Alarms, by construct ID (none with NoAlarms).
+	Alarms map[string]awscloudwatch.Alarm
 }
 
 // NewStack validates props and defines the stack. It returns an error, and
@@ -173,6 +194,9 @@ func NewStack(scope constructs.Construct, id string, props Props) (*Stack, error
 		InterruptionRules: map[string]awsevents.CfnRule{},
 		NodeRoles:         map[string]awsiam.IRole{},
 		NodeAccessEntries: map[string]awseks.CfnAccessEntry{},
+		Schedules:         map[string]awsevents.Rule{},
+		AccessEntries:     map[string]awseks.CfnAccessEntry{},
+		Alarms:            map[string]awscloudwatch.Alarm{},
 	}
 	awscdk.Tags_Of(s.Stack).Add(jsii.String("karpless:cluster"), jsii.String(props.ClusterName), nil)
 
@@ -182,6 +206,9 @@ func NewStack(scope constructs.Construct, id string, props Props) (*Stack, error
 		return nil, fmt.Errorf("karpless stack %q: %w", id, err)
 	}
 	s.defineAccessEntries()
+	if !props.NoAlarms {
+		s.defineAlarms()
+	}
 	s.defineOutputs()
 	addNagSuppressions(s)
 	return s, nil
@@ -338,7 +365,7 @@ type function struct {
 	managed []awsiam.ManagedPolicy
 	// inline: statements only this function needs.
 	inline []awsiam.PolicyStatement
-	// tick: invoked asynchronously by a schedule.
+	// tick: invoked asynchronously by a schedule (every minute).
 	tick bool
 }
 
@@ -361,12 +388,21 @@ func (s *Stack) defineFunctions() error {
 	clusterEnv := jsii.String(cluster)
 	nodeRoleEnv := jsii.String(s.Props.NodeRoleName)
 	metricsEnv := jsii.String(s.Props.MetricsLevel)
+	// The settings people used to edit on the functions are context keys
+	// (Props), written here whatever their value: a deploy sets them to
+	// what the context says, never back to a default it does not show.
+	batchIdleEnv := jsii.String(s.Props.BatchIdleDuration.String())
+	batchMaxEnv := jsii.String(s.Props.BatchMaxDuration.String())
 	fns := []function{
 		{
 			name: Provisioner, id: "Provisioner", tick: true,
 			description: "Karpless provisioner: pending pods to NodeClaims to EC2 capacity",
 			memoryMiB:   tickMemoryMiB, timeout: tickTimeout, reserved: s.Props.ReservedConcurrency,
-			env: map[string]*string{"CLUSTER_NAME": clusterEnv, "NODE_ROLE_NAME": nodeRoleEnv, "METRICS_LEVEL": metricsEnv},
+			env: map[string]*string{
+				"CLUSTER_NAME": clusterEnv, "NODE_ROLE_NAME": nodeRoleEnv, "METRICS_LEVEL": metricsEnv,
+				"BATCH_IDLE_DURATION": batchIdleEnv, "BATCH_MAX_DURATION": batchMaxEnv,
+				"RESPONSIVENESS": jsii.String(s.Props.Responsiveness),
+			},
 			// profilesGC: the provisioner runs the EC2NodeClass finalizer,
 			// which deletes a deleted class's instance profiles.
 			managed: []awsiam.ManagedPolicy{read, launch, profiles, profilesGC},
@@ -375,7 +411,10 @@ func (s *Stack) defineFunctions() error {
 			name: Disruption, id: "Disruption", tick: true,
 			description: "Karpless disruption: expiry, drift, consolidation, termination, garbage collection",
 			memoryMiB:   tickMemoryMiB, timeout: tickTimeout, reserved: s.Props.ReservedConcurrency,
-			env:     map[string]*string{"CLUSTER_NAME": clusterEnv, "NODE_ROLE_NAME": nodeRoleEnv, "METRICS_LEVEL": metricsEnv},
+			env: map[string]*string{
+				"CLUSTER_NAME": clusterEnv, "NODE_ROLE_NAME": nodeRoleEnv, "METRICS_LEVEL": metricsEnv,
+				"SPOT_TO_SPOT_CONSOLIDATION": jsii.String(fmt.Sprint(s.Props.SpotToSpotConsolidation)),
+			},
 			managed: []awsiam.ManagedPolicy{read, launch, profiles, profilesGC},
 			inline:  []awsiam.PolicyStatement{instanceStatusStatement()},
 		},
@@ -409,12 +448,33 @@ func (s *Stack) defineFunctions() error {
 	for _, f := range fns {
 		s.defineFunction(f, vpc)
 	}
+	scheduled := []string{Provisioner, Disruption}
+	if s.Props.Continuous() {
+		// The watcher invokes the provisioner asynchronously, by its ARN:
+		// it may invoke that function and no other.
+		s.defineFunction(function{
+			name: Watcher, id: "Watcher", tick: true,
+			description: "Karpless watcher: watches pending pods and new nodes between ticks, invokes the provisioner when work appears",
+			memoryMiB:   watcherMemoryMiB, timeout: watcherTimeout,
+			env: map[string]*string{
+				"CLUSTER_NAME":              clusterEnv,
+				"PROVISIONER_FUNCTION_NAME": s.Functions[Provisioner].FunctionName(),
+				"BATCH_IDLE_DURATION":       batchIdleEnv, "BATCH_MAX_DURATION": batchMaxEnv,
+			},
+			inline: []awsiam.PolicyStatement{
+				describeClusterStatement(cluster),
+				invokeStatement(s.Functions[Provisioner].FunctionArn()),
+			},
+		}, vpc)
+		scheduled = append(scheduled, Watcher)
+	}
 
-	// Schedules: one tick a minute each. Throttled or failed ticks are not
-	// retried (the next tick takes over) and are dropped after a minute.
-	for _, name := range []string{Provisioner, Disruption} {
+	// Schedules: one invocation a minute each. Throttled or failed ones
+	// are not retried (the next one takes over) and are dropped after a
+	// minute (the alarms count them).
+	for _, name := range scheduled {
 		fn := s.Functions[name]
-		awsevents.NewRule(s.Stack, jsii.String(titleID(name)+"Schedule"), &awsevents.RuleProps{
+		s.Schedules[name] = awsevents.NewRule(s.Stack, jsii.String(titleID(name)+"Schedule"), &awsevents.RuleProps{
 			Description: jsii.String(fmt.Sprintf("Karpless %s: %s tick", cluster, name)),
 			Schedule:    awsevents.Schedule_Rate(duration(tickRate)),
 			Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fn, &awseventstargets.LambdaFunctionProps{
@@ -497,6 +557,7 @@ func (s *Stack) defineFunction(f function, vpc *awslambda.CfnFunction_VpcConfigP
 	for k, v := range f.env {
 		env[k] = v
 	}
+	env["LOG_LEVEL"] = jsii.String(s.Props.LogLevel)
 	props := &awslambda.FunctionProps{
 		Description:  jsii.String(f.description),
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
@@ -535,18 +596,25 @@ func (s *Stack) defineBootstrap() error {
 	if err != nil {
 		return err
 	}
+	properties := map[string]interface{}{
+		"ClusterName":               s.cluster(),
+		"NodeRoleName":              s.Props.NodeRoleName,
+		"InstallDefaultNodePool":    fmt.Sprint(s.Props.InstallDefaultNodePool),
+		"RemoveUserObjectsOnDelete": fmt.Sprint(s.Props.RemoveUserObjectsOnDelete),
+		"CRDHash":                   s.Props.CRDHash,
+		"BootstrapSHA256":           binary,
+		"ControllersGroup":          ControllersGroup,
+	}
+	if s.Props.Paused {
+		// Only when asked: without the property the bootstrap leaves the
+		// pause switch as it is, so a deploy never resumes what a person
+		// paused (nor pauses what they resumed).
+		properties["Paused"] = "true"
+	}
 	s.Bootstrap = awscdk.NewCustomResource(s.Stack, jsii.String("Bootstrap"), &awscdk.CustomResourceProps{
 		ServiceToken:   s.Functions[Bootstrap].FunctionArn(),
 		ServiceTimeout: duration(customResourceTimeout),
-		Properties: &map[string]interface{}{
-			"ClusterName":               s.cluster(),
-			"NodeRoleName":              s.Props.NodeRoleName,
-			"InstallDefaultNodePool":    fmt.Sprint(s.Props.InstallDefaultNodePool),
-			"RemoveUserObjectsOnDelete": fmt.Sprint(s.Props.RemoveUserObjectsOnDelete),
-			"CRDHash":                   s.Props.CRDHash,
-			"BootstrapSHA256":           binary,
-			"ControllersGroup":          ControllersGroup,
-		},
+		Properties:     &properties,
 	})
 	// CDK renders ServiceTimeout as a string; CloudFormation's schema says
 	// integer.
@@ -572,13 +640,21 @@ func fileSHA256(path string) (string, error) {
 // the cluster through EKS access entries, without aws-auth.
 func (s *Stack) defineAccessEntries() {
 	cluster := jsii.String(s.cluster())
-	for _, name := range []string{Provisioner, Disruption, Interruption} {
-		awseks.NewCfnAccessEntry(s.Stack, jsii.String(titleID(name)+"AccessEntry"), &awseks.CfnAccessEntryProps{
+	for _, name := range []string{Provisioner, Disruption, Interruption, Watcher} {
+		group := ControllersGroup
+		if name == Watcher {
+			if !s.Props.Continuous() {
+				continue
+			}
+			// Read-only: the bootstrap binds its own RBAC to this group.
+			group = WatcherGroup
+		}
+		s.AccessEntries[name] = awseks.NewCfnAccessEntry(s.Stack, jsii.String(titleID(name)+"AccessEntry"), &awseks.CfnAccessEntryProps{
 			ClusterName:      cluster,
 			PrincipalArn:     s.Roles[name].RoleArn(),
 			Type:             jsii.String("STANDARD"),
 			Username:         jsii.String("karpless:" + name),
-			KubernetesGroups: jsii.Strings(ControllersGroup),
+			KubernetesGroups: jsii.Strings(group),
 		})
 	}
 

@@ -233,15 +233,19 @@ func TestTemplateSummary(t *testing.T) {
 	}
 	t.Logf("%d resources: %s", len(resources(doc)), strings.Join(lines, " "))
 	want := map[string]int{
-		"AWS::Lambda::Function":               4,
-		"AWS::Logs::LogGroup":                 4,
-		"AWS::SQS::Queue":                     2,
-		"AWS::Events::Rule":                   8,
+		// Five functions with the watcher (responsiveness continuous).
+		"AWS::Lambda::Function": 5,
+		"AWS::Logs::LogGroup":   5,
+		"AWS::SQS::Queue":       2,
+		// Six interruption rules, three schedules.
+		"AWS::Events::Rule":                   9,
 		"AWS::Lambda::EventSourceMapping":     1,
-		"AWS::EKS::AccessEntry":               5,
+		"AWS::EKS::AccessEntry":               6,
 		"AWS::CloudFormation::CustomResource": 1,
-		"AWS::IAM::Role":                      5,
+		"AWS::IAM::Role":                      6,
 		"AWS::IAM::ManagedPolicy":             4,
+		// Throttles of 4 functions; dropped and schedule failures of 3.
+		"AWS::CloudWatch::Alarm": 10,
 	}
 	for typ, n := range want {
 		check(t, typ, func() { tmpl.ResourceCountIs(jsii.String(typ), jsii.Number(n)) })

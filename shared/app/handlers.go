@@ -13,12 +13,15 @@ import (
 	"github.com/karpless/karpless/shared/ticks/interrupt"
 	"github.com/karpless/karpless/shared/ticks/provision"
 	"github.com/karpless/karpless/shared/ticks/termination"
+	"github.com/karpless/karpless/shared/ticks/watch"
 )
 
 // ProvisionerHandler is the provisioner's Lambda handler (EventBridge schedule).
 func (e *Env) ProvisionerHandler() func(context.Context, lambdaevents.CloudWatchEvent) (provision.Summary, error) {
-	return func(ctx context.Context, _ lambdaevents.CloudWatchEvent) (provision.Summary, error) {
-		return e.Provisioner().Run(ctx, invocationID(ctx, "provisioner"))
+	return func(ctx context.Context, ev lambdaevents.CloudWatchEvent) (provision.Summary, error) {
+		p := e.Provisioner()
+		p.OffSchedule = ev.Source == watch.PayloadSource
+		return p.Run(ctx, invocationID(ctx, "provisioner"))
 	}
 }
 

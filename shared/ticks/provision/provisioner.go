@@ -66,6 +66,9 @@ type Provisioner struct {
 	Events  *record.Recorder
 	// MetricsOut receives the EMF lines at the end of Run (nil: discarded).
 	MetricsOut io.Writer
+	// OffSchedule marks a Run the watcher started, not the schedule: it
+	// observes no pod timings, which the scheduled ticks' windows tile.
+	OffSchedule bool
 }
 
 // Summary is what a tick did, for logs and tests.

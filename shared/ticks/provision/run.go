@@ -42,7 +42,7 @@ func (p *Provisioner) Run(ctx context.Context, holder string) (Summary, error) {
 		sk.Checkpoint("provisioning pass done", so)
 	}
 	held, err := sk.Run(ctx, func(ctx context.Context, l *lease.Lease) error {
-		inv := &invocation{resolved: map[string]bool{}, guard: l.Hold, podTimings: true}
+		inv := &invocation{resolved: map[string]bool{}, guard: l.Hold, podTimings: !p.OffSchedule}
 		r, err := p.pass(ctx, inv)
 		sum.add(r)
 		if err != nil {

@@ -111,7 +111,8 @@ type Disrupter struct {
 	// Metrics and Events are per invocation; Run creates them when nil.
 	Metrics *record.Metrics
 	Events  *record.Recorder
-	// MetricsOut receives the EMF lines at the end of Run (nil: discarded).
+	// MetricsOut receives the EMF lines after each pass of Run and at its
+	// end (nil: discarded).
 	MetricsOut io.Writer
 
 	ReplacementTimeout time.Duration

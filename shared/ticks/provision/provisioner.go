@@ -64,7 +64,8 @@ type Provisioner struct {
 	// Metrics and Events are per invocation; Run creates them when nil.
 	Metrics *record.Metrics
 	Events  *record.Recorder
-	// MetricsOut receives the EMF lines at the end of Run (nil: discarded).
+	// MetricsOut receives the EMF lines after each pass of Run and at its
+	// end (nil: discarded).
 	MetricsOut io.Writer
 	// OffSchedule marks a Run the watcher started, not the schedule: it
 	// observes no pod timings, which the scheduled ticks' windows tile.

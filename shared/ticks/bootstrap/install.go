@@ -239,6 +239,7 @@ func installSteps(o Options) []step {
 			}
 			return err
 		}},
+		{"apply the watcher's RBAC", applyWatcherRBAC},
 		{"apply FlowSchemas", applyFlowSchemas},
 		{"create state ConfigMaps", createConfigMaps},
 		{"pause switch", pauseSwitch},
@@ -434,7 +435,7 @@ func deleteNamespacedRBAC(ctx context.Context, c *kube.Clients, r *Result, match
 		return err
 	}
 	for _, rb := range rbs.Items {
-		if rb.Name == RoleName && match(rb.Namespace) {
+		if (rb.Name == RoleName || rb.Name == WatcherRoleName) && match(rb.Namespace) {
 			if err := deleteUID(ctx, c.Core.RbacV1().RoleBindings(rb.Namespace).Delete, rb.Name, rb.UID); err != nil {
 				return err
 			}
@@ -446,7 +447,7 @@ func deleteNamespacedRBAC(ctx context.Context, c *kube.Clients, r *Result, match
 		return err
 	}
 	for _, ro := range roles.Items {
-		if ro.Name == RoleName && match(ro.Namespace) {
+		if (ro.Name == RoleName || ro.Name == WatcherRoleName) && match(ro.Namespace) {
 			if err := deleteUID(ctx, c.Core.RbacV1().Roles(ro.Namespace).Delete, ro.Name, ro.UID); err != nil {
 				return err
 			}
@@ -673,6 +674,9 @@ func deleteConfigMaps(ctx context.Context, c *kube.Clients, o Options, r *Result
 
 func deleteRBAC(ctx context.Context, c *kube.Clients, o Options, r *Result) error {
 	if err := deleteNamespacedRBAC(ctx, c, r, func(string) bool { return true }); err != nil {
+		return err
+	}
+	if err := deleteWatcherRBAC(ctx, c, o, r); err != nil {
 		return err
 	}
 	crbs := c.Core.RbacV1().ClusterRoleBindings()

@@ -260,7 +260,7 @@ func TestInstallOnEmptyCluster(t *testing.T) {
 			t.Errorf("Created = %v, missing %s", res.Created, want)
 		}
 	}
-	if len(res.Applied) != 11 { // 5 CRDs, ClusterRole(Binding), Role(Binding), 2 FlowSchemas
+	if len(res.Applied) != 15 { // 5 CRDs, the controllers' and the watcher's ClusterRole(Binding) and Role(Binding), 2 FlowSchemas
 		t.Errorf("Applied = %v", res.Applied)
 	}
 }

@@ -102,8 +102,12 @@ func ControllerRules() []Rule {
 }
 
 func policyRules(namespaced bool) []*rbacv1.PolicyRuleApplyConfiguration {
+	return rulesOf(ControllerRules(), namespaced)
+}
+
+func rulesOf(rules []Rule, namespaced bool) []*rbacv1.PolicyRuleApplyConfiguration {
 	var out []*rbacv1.PolicyRuleApplyConfiguration
-	for _, r := range ControllerRules() {
+	for _, r := range rules {
 		if r.Namespaced != namespaced {
 			continue
 		}

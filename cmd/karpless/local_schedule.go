@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -113,12 +114,30 @@ type lambdaRuntime struct {
 
 	mu   sync.Mutex
 	idle map[string][]*app.Env
-	wg   sync.WaitGroup
+	// stopped refuses new invocations; stop is closed with it. wg counts
+	// the invocations in flight (added under mu, so never after stopped).
+	stopped bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 func newLambdaRuntime(st localState, logLevel string, logs, metrics io.Writer, log *slog.Logger) *lambdaRuntime {
-	return &lambdaRuntime{st: st, logLevel: logLevel, logs: logs, metrics: metrics, log: log, idle: map[string][]*app.Env{}}
+	return &lambdaRuntime{st: st, logLevel: logLevel, logs: logs, metrics: metrics, log: log, idle: map[string][]*app.Env{}, stop: make(chan struct{})}
 }
+
+// begin counts an invocation in, unless the runtime has stopped.
+func (rt *lambdaRuntime) begin() bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.stopped {
+		return false
+	}
+	rt.wg.Add(1)
+	return true
+}
+
+// errStopped is an invocation's error once `local up` is stopping.
+var errStopped = errors.New("the local functions are stopping")
 
 // container takes an idle container of the function, or starts one.
 func (rt *lambdaRuntime) container(ctx context.Context, name string) (*app.Env, error) {
@@ -163,15 +182,27 @@ func (rt *lambdaRuntime) warm(ctx context.Context, names ...string) error {
 
 // invoke runs one invocation of the function's handler with payload, under
 // the function's timeout. The payload may be built from the request id.
+// Stopping the runtime cancels it, whoever started it (a schedule, the
+// queue's mapping, or an Invoke through the emulator).
 func (rt *lambdaRuntime) invoke(ctx context.Context, name string, timeout time.Duration, payload func(id string) ([]byte, error)) ([]byte, error) {
 	fn, ok := handlers[name]
 	if !ok {
 		return nil, fmt.Errorf("no handler for function %q", name)
 	}
-	rt.wg.Add(1)
+	if !rt.begin() {
+		return nil, errStopped
+	}
 	defer rt.wg.Done()
 	ctx, cancel, id := invocationContext(ctx, rt.st, name, timeout)
 	defer cancel()
+	// Stopping cancels every invocation, whoever started it.
+	go func() {
+		select {
+		case <-rt.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	env, err := rt.container(ctx, name)
 	if err != nil {
 		return nil, err
@@ -199,7 +230,9 @@ func (rt *lambdaRuntime) schedule(ctx context.Context, e scheduleEntry) {
 	t := time.NewTicker(e.rate)
 	defer t.Stop()
 	for {
-		rt.wg.Add(1)
+		if !rt.begin() {
+			return
+		}
 		go func() {
 			defer rt.wg.Done()
 			_, _ = rt.invoke(ctx, e.name, e.timeout, func(id string) ([]byte, error) {
@@ -295,6 +328,12 @@ func (rt *lambdaRuntime) runLambdas(ctx context.Context, scheduled, interruption
 		}()
 	}
 	return func() {
+		rt.mu.Lock()
+		if !rt.stopped {
+			rt.stopped = true
+			close(rt.stop)
+		}
+		rt.mu.Unlock()
 		cancel()
 		loops.Wait()
 		done := make(chan struct{})

@@ -211,7 +211,7 @@ func assertStopReleasesLeases(ctx context.Context, t *testing.T, dir string, kc 
 		}
 	}
 	// The invocation that holds it watches until its window ends.
-	time.Sleep(2 * time.Second)
+	time.Sleep(time.Second)
 	held := holder()
 	if held == "" {
 		t.Fatal("the provisioner invocation did not keep its lease while a pod was pending")

@@ -73,9 +73,16 @@ func TestColdStartBinariesReachTheRuntimeAPI(t *testing.T) {
 			id, _ := emu.Identity(fn)
 			bin := build(t, fn, runtime.GOOS, runtime.GOARCH, dir)
 			rss := initOnce(t, bin, append(env, "AWS_ACCESS_KEY_ID="+id.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+id.SecretAccessKey))
-			if (runtime.GOOS == "linux" && rss <= 0) || rss > 256 {
-				t.Errorf("peak RSS at init %.1f MiB", rss)
+			// The watcher runs in 128 MiB and must leave its watches room;
+			// the others in 512 MiB.
+			limit := 256.0
+			if fn == functions.Watcher {
+				limit = 64
 			}
+			if (runtime.GOOS == "linux" && rss <= 0) || rss > limit {
+				t.Errorf("peak RSS at init %.1f MiB, limit %.0f", rss, limit)
+			}
+			t.Logf("%s: peak RSS at init %.1f MiB", fn, rss)
 		})
 	}
 }
@@ -101,6 +108,7 @@ func world(tb testing.TB) (*emulator.Emulator, []string) {
 		"AWS_EC2_METADATA_DISABLED=true",
 		"CLUSTER_NAME=" + emu.ClusterName(),
 		"INTERRUPTION_QUEUE_URL=" + emu.InterruptionQueueURL(),
+		"PROVISIONER_FUNCTION_NAME=" + functions.Provisioner,
 		"LOG_LEVEL=warn",
 	}
 }

@@ -270,6 +270,8 @@ func (rt *lambdaRuntime) drain(ctx context.Context) error {
 		return resp, json.Unmarshal(out, &resp)
 	}, func(o eventsource.Outcome, err error) {
 		switch {
+		case ctx.Err() != nil:
+			// Stopping: a receive or a batch cut short says nothing.
 		case err != nil:
 			rt.log.Warn("interruption queue", "error", err)
 		case o.HandlerErr != nil:

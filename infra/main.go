@@ -29,6 +29,8 @@
 //	batchMaxDuration          the provisioner's BATCH_MAX_DURATION (default 10s, at most 1m)
 //	spotToSpotConsolidation   true: the disruption function's SPOT_TO_SPOT_CONSOLIDATION
 //	logLevel                  every function's LOG_LEVEL: debug, info (default), warn, error
+//	mode                      active (default) or shadow: beside a running Karpenter, record
+//	                          the decisions Karpless would make and change nothing (docs/shadow.md)
 //	paused                    true: deploy paused (the bootstrap sets the pause
 //	                          switch); absent or false leaves the switch as it is
 //	alarms                    false: no CloudWatch alarms on throttled and
@@ -118,6 +120,7 @@ func configFromContext(app awscdk.App) (config, error) {
 		BatchMaxDuration:          c.duration("batchMaxDuration", stack.DefaultBatchMaxDuration),
 		SpotToSpotConsolidation:   c.boolean("spotToSpotConsolidation"),
 		LogLevel:                  c.str("logLevel", stack.DefaultLogLevel),
+		Mode:                      c.str("mode", fnconfig.ModeActive),
 		Paused:                    c.boolean("paused"),
 		NoAlarms:                  !c.booleanOr("alarms", true),
 		AlarmTopicARN:             c.str("alarmTopicArn", ""),

@@ -194,3 +194,22 @@ func TestSettingsFromContext(t *testing.T) {
 		}
 	}
 }
+
+// -c mode=shadow reaches the props; a bad mode names the key.
+func TestModeFromContext(t *testing.T) {
+	cfg, err := readConfig(t, map[string]interface{}{"clusterName": "prod", "mode": "shadow"})
+	if err != nil || cfg.props.Mode != "shadow" {
+		t.Fatalf("mode shadow: props.Mode %q, error %v", cfg.props.Mode, err)
+	}
+	cfg, err = readConfig(t, map[string]interface{}{"clusterName": "prod"})
+	if err != nil || cfg.props.Mode != "active" {
+		t.Fatalf("no mode: props.Mode %q, error %v", cfg.props.Mode, err)
+	}
+	cfg, err = readConfig(t, map[string]interface{}{"clusterName": "prod", "mode": "dry-run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.props.Validate(); err == nil || !strings.Contains(err.Error(), `mode "dry-run"`) {
+		t.Errorf("Validate: %v", err)
+	}
+}

@@ -49,7 +49,12 @@ func suppression(id, reason string, findings ...string) *cdknag.NagPackSuppressi
 	}
 }
 
+// suppress adds suppressions to construct; a nil one (a managed policy a
+// shadow stack does not define) has none to suppress.
 func suppress(construct interface{}, s ...*cdknag.NagPackSuppression) {
+	if construct == nil {
+		return
+	}
 	cdknag.NagSuppressions_AddResourceSuppressions(construct, &s, jsii.Bool(true))
 }
 

@@ -110,6 +110,12 @@ type Props struct {
 	// LogLevel is every function's LOG_LEVEL: debug, info (the default),
 	// warn or error.
 	LogLevel string
+	// Mode is every function's MODE: active (the default) acts; shadow
+	// runs beside a running Karpenter and only records the decisions it
+	// would have made (docs/shadow.md). A shadow stack grants the
+	// functions no mutating AWS action, wires no queue to the
+	// interruption function and leaves the interruption rules disabled.
+	Mode string
 	// Paused deploys Karpless paused (-c paused=true): the bootstrap turns
 	// the pause switch on at Create and Update. Otherwise a deploy leaves
 	// the switch as it is (karpless pause and karpless resume set it).
@@ -244,6 +250,9 @@ func (p Props) withDefaults() Props {
 	if p.LogLevel == "" {
 		p.LogLevel = DefaultLogLevel
 	}
+	if p.Mode == "" {
+		p.Mode = fnconfig.ModeActive
+	}
 	return p
 }
 
@@ -263,6 +272,10 @@ func (p Props) Functions() []string {
 	}
 	return out
 }
+
+// Shadow reports whether the functions only record what they would do
+// (mode shadow).
+func (p Props) Shadow() bool { return p.Mode == fnconfig.ModeShadow }
 
 // InVPC reports whether the functions are placed in a VPC.
 func (p Props) InVPC() bool { return len(p.SubnetIDs) > 0 }
@@ -337,6 +350,15 @@ func (p Props) Validate() error {
 		bad("batchIdleDuration (%s) must not exceed batchMaxDuration (%s)", p.BatchIdleDuration, p.BatchMaxDuration)
 	case p.BatchMaxDuration > MaxBatchDuration:
 		bad("batchMaxDuration (%s) must be at most %s: a batch must close within the minute a tick watches", p.BatchMaxDuration, MaxBatchDuration)
+	}
+	switch {
+	case p.Mode != fnconfig.ModeActive && p.Mode != fnconfig.ModeShadow:
+		bad("mode %q is not %s (the default: Karpless acts) or %s (beside a running Karpenter: Karpless only records the decisions it would make)",
+			p.Mode, fnconfig.ModeActive, fnconfig.ModeShadow)
+	case p.Shadow() && p.InstallDefaultNodePool:
+		bad("mode shadow with installDefaultNodePool: a shadow deploy creates no NodePool (Karpenter would act on it); leave installDefaultNodePool out")
+	case p.Shadow() && p.RemoveUserObjectsOnDelete:
+		bad("mode shadow with removeUserObjectsOnDelete: the NodePools and NodeClaims are Karpenter's; a shadow stack never removes them")
 	}
 	if !slices.Contains(fnconfig.LogLevels, p.LogLevel) {
 		bad("logLevel %q is not one of %s", p.LogLevel, strings.Join(fnconfig.LogLevels, ", "))

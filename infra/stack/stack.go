@@ -316,12 +316,19 @@ func (s *Stack) defineQueue() {
 				},
 			}},
 	}
+	// A shadow stack's rules are disabled: no function reads the queue,
+	// and messages kept for an hour would reach the interruption function
+	// late once the stack turns active.
+	ruleState := "ENABLED"
+	if s.Props.Shadow() {
+		ruleState = "DISABLED"
+	}
 	ruleARNs := make([]*string, 0, len(patterns))
 	for _, p := range patterns {
 		rule := awsevents.NewCfnRule(s.Stack, jsii.String(p.id), &awsevents.CfnRuleProps{
 			Description:  jsii.String(fmt.Sprintf("Karpless %s: %s to the interruption queue", s.cluster(), p.desc)),
 			EventPattern: p.pattern,
-			State:        jsii.String("ENABLED"),
+			State:        jsii.String(ruleState),
 			Targets: &[]*awsevents.CfnRule_TargetProperty{{
 				Id:  jsii.String("InterruptionQueue"),
 				Arn: s.Queue.QueueArn(),
@@ -381,9 +388,25 @@ func (s *Stack) defineFunctions() error {
 		return mp
 	}
 	read := policy(ReadPolicyID, "discovery reads of the controller functions", readStatements(cluster))
-	launch := policy(LaunchPolicyID, "launch, tag and roll back this cluster's capacity", launchStatements(cluster, s.nodeRoleARNs()))
-	profiles := policy(InstanceProfilePolicyID, "create and fill this cluster's instance profiles", instanceProfileStatements(cluster))
-	profilesGC := policy(InstanceProfileGCPolicyID, "delete this cluster's instance profiles (EC2NodeClass finalizer, garbage collection)", instanceProfileGCStatements(cluster))
+	// A shadow stack grants no mutating action at all: the functions'
+	// transports refuse every mutation, and IAM would too.
+	var launch, profiles, profilesGC awsiam.ManagedPolicy
+	var queueConsumer []awsiam.PolicyStatement
+	if !s.Props.Shadow() {
+		launch = policy(LaunchPolicyID, "launch, tag and roll back this cluster's capacity", launchStatements(cluster, s.nodeRoleARNs()))
+		profiles = policy(InstanceProfilePolicyID, "create and fill this cluster's instance profiles", instanceProfileStatements(cluster))
+		profilesGC = policy(InstanceProfileGCPolicyID, "delete this cluster's instance profiles (EC2NodeClass finalizer, garbage collection)", instanceProfileGCStatements(cluster))
+		queueConsumer = []awsiam.PolicyStatement{queueConsumerStatement(s.Queue.QueueArn())}
+	}
+	mutating := func(mps ...awsiam.ManagedPolicy) []awsiam.ManagedPolicy {
+		out := []awsiam.ManagedPolicy{read}
+		for _, mp := range mps {
+			if mp != nil {
+				out = append(out, mp)
+			}
+		}
+		return out
+	}
 
 	clusterEnv := jsii.String(cluster)
 	nodeRoleEnv := jsii.String(s.Props.NodeRoleName)
@@ -405,7 +428,7 @@ func (s *Stack) defineFunctions() error {
 			},
 			// profilesGC: the provisioner runs the EC2NodeClass finalizer,
 			// which deletes a deleted class's instance profiles.
-			managed: []awsiam.ManagedPolicy{read, launch, profiles, profilesGC},
+			managed: mutating(launch, profiles, profilesGC),
 		},
 		{
 			name: Disruption, id: "Disruption", tick: true,
@@ -415,7 +438,7 @@ func (s *Stack) defineFunctions() error {
 				"CLUSTER_NAME": clusterEnv, "NODE_ROLE_NAME": nodeRoleEnv, "METRICS_LEVEL": metricsEnv,
 				"SPOT_TO_SPOT_CONSOLIDATION": jsii.String(fmt.Sprint(s.Props.SpotToSpotConsolidation)),
 			},
-			managed: []awsiam.ManagedPolicy{read, launch, profiles, profilesGC},
+			managed: mutating(launch, profiles, profilesGC),
 			inline:  []awsiam.PolicyStatement{instanceStatusStatement()},
 		},
 		{
@@ -428,8 +451,8 @@ func (s *Stack) defineFunctions() error {
 				"INTERRUPTION_QUEUE_URL": s.Queue.QueueUrl(),
 				"METRICS_LEVEL":          metricsEnv,
 			},
-			managed: []awsiam.ManagedPolicy{read, launch},
-			inline:  []awsiam.PolicyStatement{queueConsumerStatement(s.Queue.QueueArn())},
+			managed: mutating(launch),
+			inline:  queueConsumer,
 		},
 		{
 			name: Bootstrap, id: "Bootstrap",
@@ -484,6 +507,13 @@ func (s *Stack) defineFunctions() error {
 		})
 	}
 
+	if s.Props.Shadow() {
+		// Shadow: the interruption function reads no queue. Karpenter
+		// consumes its own queue; this stack's rules are disabled, so
+		// nothing collects here that a later active deploy would act on
+		// late.
+		return s.defineBootstrap()
+	}
 	// Interruption: SQS event source with partial batch responses. The
 	// mapping needs the SQS permissions in place when it is created.
 	esm := awslambda.NewEventSourceMapping(s.Stack, jsii.String("InterruptionEventSource"), &awslambda.EventSourceMappingProps{
@@ -558,6 +588,7 @@ func (s *Stack) defineFunction(f function, vpc *awslambda.CfnFunction_VpcConfigP
 		env[k] = v
 	}
 	env["LOG_LEVEL"] = jsii.String(s.Props.LogLevel)
+	env["MODE"] = jsii.String(s.Props.Mode)
 	props := &awslambda.FunctionProps{
 		Description:  jsii.String(f.description),
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
@@ -604,6 +635,11 @@ func (s *Stack) defineBootstrap() error {
 		"CRDHash":                   s.Props.CRDHash,
 		"BootstrapSHA256":           binary,
 		"ControllersGroup":          ControllersGroup,
+	}
+	if s.Props.Shadow() {
+		// Shadow: the bootstrap leaves the CRDs to Karpenter's install
+		// and installs only what the functions need to read.
+		properties["Mode"] = s.Props.Mode
 	}
 	if s.Props.Paused {
 		// Only when asked: without the property the bootstrap leaves the

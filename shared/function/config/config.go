@@ -72,6 +72,12 @@ type Config struct {
 	// which invokes the provisioner as soon as work appears; economy
 	// leaves it to the next scheduled tick.
 	Responsiveness string
+	// Mode is MODE: active (default) acts on the cluster and EC2; shadow
+	// runs beside a running Karpenter and only records the decisions it
+	// would have made (shared/function/shadow): every AWS mutation and
+	// every write to nodes, pods and Karpenter's objects is skipped, and
+	// refused by the clients' transports should a path miss the skip.
+	Mode string
 }
 
 // DefaultNamespace holds the functions' state (leases, ConfigMaps) and
@@ -97,6 +103,15 @@ const (
 	ResponsivenessContinuous = "continuous"
 	ResponsivenessEconomy    = "economy"
 )
+
+// The values of MODE.
+const (
+	ModeActive = "active"
+	ModeShadow = "shadow"
+)
+
+// Shadow reports whether MODE is shadow.
+func (c Config) Shadow() bool { return c.Mode == ModeShadow }
 
 // The values of LOG_LEVEL.
 var LogLevels = []string{"debug", "info", "warn", "error"}
@@ -162,6 +177,10 @@ func FromLookup(lookup func(string) (string, bool)) (Config, error) {
 	c.Responsiveness = firstNonEmpty(get("RESPONSIVENESS"), ResponsivenessContinuous)
 	if c.Responsiveness != ResponsivenessContinuous && c.Responsiveness != ResponsivenessEconomy {
 		errs = append(errs, fmt.Errorf("RESPONSIVENESS=%q is not %s or %s", c.Responsiveness, ResponsivenessContinuous, ResponsivenessEconomy))
+	}
+	c.Mode = firstNonEmpty(get("MODE"), ModeActive)
+	if c.Mode != ModeActive && c.Mode != ModeShadow {
+		errs = append(errs, fmt.Errorf("MODE=%q is not %s or %s", c.Mode, ModeActive, ModeShadow))
 	}
 	if !slices.Contains(LogLevels, strings.ToLower(c.LogLevel)) {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL=%q is not one of %s", c.LogLevel, strings.Join(LogLevels, ", ")))

@@ -103,3 +103,23 @@ func TestResponsivenessAndLogLevel(t *testing.T) {
 		}
 	}
 }
+
+func TestMode(t *testing.T) {
+	for _, tc := range []struct {
+		value, want string
+		shadow, bad bool
+	}{
+		{"", ModeActive, false, false}, // a deploy without -c mode acts
+		{"active", ModeActive, false, false},
+		{"shadow", ModeShadow, true, false},
+		{"dry-run", "dry-run", false, true},
+	} {
+		c, err := FromLookup(env(map[string]string{"MODE": tc.value}))
+		if (err != nil) != tc.bad || (err != nil && !strings.Contains(err.Error(), "MODE")) {
+			t.Errorf("%q: error %v, want bad=%v naming MODE", tc.value, err, tc.bad)
+		}
+		if c.Mode != tc.want || c.Shadow() != tc.shadow {
+			t.Errorf("%q: Mode %q shadow %v, want %q %v", tc.value, c.Mode, c.Shadow(), tc.want, tc.shadow)
+		}
+	}
+}

@@ -43,6 +43,11 @@ var handlers = map[string]function{
 	functions.Disruption: {trigger: schedule, handler: func(env *app.Env) lambda.Handler {
 		return lambda.NewHandler(env.DisruptionHandler())
 	}},
+	// The watcher starts the provisioner through the emulator's Lambda
+	// Invoke, which `local up` serves with this runtime.
+	functions.Watcher: {trigger: schedule, handler: func(env *app.Env) lambda.Handler {
+		return lambda.NewHandler(env.WatcherHandler(functions.Provisioner))
+	}},
 }
 
 func functionNames() []string {

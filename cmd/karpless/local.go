@@ -36,7 +36,7 @@ var localSubcommands []subcommand
 func init() {
 	// Assigned here because localUp's usage refers back to the table.
 	localSubcommands = []subcommand{
-		{"up", "[--dir " + DefaultLocalDir + "] [--scheduler] [--controller-manager] [--bootstrap] [--schedules] [--interruption] [--log-level info]",
+		{"up", "[--dir " + DefaultLocalDir + "] [--scheduler] [--controller-manager] [--bootstrap] [--schedules] [--interruption] [--responsiveness continuous|economy] [--log-level info]",
 			"start the API server, the AWS emulator and the fake kubelet in the foreground, and run the functions on their triggers as deployed; Ctrl-C stops everything", localUp},
 		{"tick", "[--dir d] [--timeout 60s] <" + strings.Join(functionNames(), "|") + ">",
 			"run one invocation of a function's real handler against the running environment", localTick},

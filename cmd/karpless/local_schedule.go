@@ -18,6 +18,8 @@ import (
 	"github.com/karpless/karpless/events"
 	"github.com/karpless/karpless/functions"
 	"github.com/karpless/karpless/shared/app"
+	"github.com/karpless/karpless/shared/core/timing"
+	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/local/emulator"
 	"github.com/karpless/karpless/shared/local/eventsource"
@@ -30,6 +32,10 @@ type scheduleEntry struct {
 	name    string
 	rate    time.Duration
 	timeout time.Duration
+	// continuous: deployed only with responsiveness continuous (the
+	// watcher), which runs to its deadline, so a test's faster rate
+	// shortens its timeout with it.
+	continuous bool
 }
 
 // schedules are the rules infra/stack creates (rate(1 minute) each, no
@@ -37,8 +43,20 @@ type scheduleEntry struct {
 // line schedules another function; its handler goes in handlers
 // (functions.go).
 var schedules = []scheduleEntry{
-	{functions.Provisioner, time.Minute, 70 * time.Second},
-	{functions.Disruption, time.Minute, 70 * time.Second},
+	{functions.Provisioner, time.Minute, 70 * time.Second, false},
+	{functions.Disruption, time.Minute, 70 * time.Second, false},
+	{functions.Watcher, time.Minute, 75 * time.Second, true},
+}
+
+// activeSchedules are the schedules deployed with a responsiveness.
+func activeSchedules(responsiveness string) []scheduleEntry {
+	var out []scheduleEntry
+	for _, e := range schedules {
+		if !e.continuous || responsiveness == config.ResponsivenessContinuous {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // The interruption function's event source mapping, as infra/stack
@@ -223,6 +241,20 @@ func (rt *lambdaRuntime) invoke(ctx context.Context, name string, timeout time.D
 	return out, nil
 }
 
+// serveInvoke makes the emulator's Lambda Invoke of the provisioner (the
+// watcher's) an invocation of this runtime, under the provisioner's
+// timeout, as Lambda runs an asynchronous invocation.
+func (rt *lambdaRuntime) serveInvoke(emu *emulator.Emulator) {
+	for _, e := range schedules {
+		if e.name != functions.Provisioner {
+			continue
+		}
+		emu.RegisterFunction(e.name, func(ctx context.Context, payload []byte) ([]byte, error) {
+			return rt.invoke(ctx, e.name, e.timeout, func(string) ([]byte, error) { return payload, nil })
+		})
+	}
+}
+
 // schedule fires e every rate until ctx ends, the first time at once, as
 // EventBridge fires a rule: without waiting for the previous invocation,
 // which may still run (the functions' leases keep overlapping ticks apart).
@@ -291,12 +323,11 @@ func (rt *lambdaRuntime) drain(ctx context.Context) error {
 // runLambdas starts the schedules and the interruption mapping (each if
 // asked) and returns a stop function that cancels them, the invocations in
 // flight included, and waits for those to return (their leases released).
-func (rt *lambdaRuntime) runLambdas(ctx context.Context, scheduled, interruption bool, rate time.Duration) (stop func(), err error) {
+func (rt *lambdaRuntime) runLambdas(ctx context.Context, schedules []scheduleEntry, interruption bool, rate time.Duration) (stop func(), err error) {
+	scheduled := len(schedules) > 0
 	var names []string
-	if scheduled {
-		for _, e := range schedules {
-			names = append(names, e.name)
-		}
+	for _, e := range schedules {
+		names = append(names, e.name)
 	}
 	if interruption {
 		names = append(names, functions.Interruption)
@@ -310,6 +341,11 @@ func (rt *lambdaRuntime) runLambdas(ctx context.Context, scheduled, interruption
 		for _, e := range schedules {
 			if rate > 0 {
 				e.rate = rate
+				if e.continuous {
+					// It watches until its deadline less the margin:
+					// a period and a second, as at the minute.
+					e.timeout = rate + timing.DefaultDeadlineMargin + time.Second
+				}
 			}
 			rt.log.Info("scheduled", "function", e.name, "rate", e.rate, "timeout", e.timeout)
 			loops.Add(1)

@@ -193,7 +193,7 @@ func assertStopReleasesLeases(ctx context.Context, t *testing.T, dir string, kc 
 		t.Fatal(err)
 	}
 	rt := newLambdaRuntime(st, "warn", io.Discard, io.Discard, slog.New(slog.DiscardHandler))
-	stop, err := rt.runLambdas(ctx, true, false, time.Second)
+	stop, err := rt.runLambdas(ctx, activeSchedules(config.ResponsivenessEconomy), false, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

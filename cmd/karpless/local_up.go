@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/karpless/karpless/shared/apis/crds"
+	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/local/controlplane"
 	"github.com/karpless/karpless/shared/local/emulator"
@@ -32,6 +33,7 @@ func localUp(ctx context.Context, c *cli, args []string) error {
 	runSchedules := fs.Bool("schedules", true, "invoke the scheduled functions ("+scheduledNames()+") every minute, as their EventBridge rules do")
 	runInterruption := fs.Bool("interruption", true, "feed the interruption queue to the interruption function, as Lambda's event source mapping does")
 	logLevel := fs.String("log-level", "info", "the functions' LOG_LEVEL")
+	responsiveness := fs.String("responsiveness", config.ResponsivenessContinuous, "continuous: run the watcher, which starts the provisioner as soon as a pod is pending; economy: the provisioner's schedule only (as -c responsiveness=... deploys)")
 	if pos, err := parse(fs, args); err != nil || len(pos) != 0 {
 		return errUsage
 	}
@@ -48,6 +50,9 @@ func localUp(ctx context.Context, c *cli, args []string) error {
 	rate, err := scheduleRate()
 	if err != nil {
 		return err
+	}
+	if *responsiveness != config.ResponsivenessContinuous && *responsiveness != config.ResponsivenessEconomy {
+		return fmt.Errorf("--responsiveness=%q: want %s or %s", *responsiveness, config.ResponsivenessContinuous, config.ResponsivenessEconomy)
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -142,7 +147,12 @@ func localUp(ctx context.Context, c *cli, args []string) error {
 	}
 	defer metricsFile.Close()
 	rt := newLambdaRuntime(st, *logLevel, logOut, &syncWriter{w: metricsFile}, log.With("component", "lambda"))
-	stopLambdas, err := rt.runLambdas(ctx, *runSchedules, *runInterruption, rate)
+	var scheduled []scheduleEntry
+	if *runSchedules {
+		scheduled = activeSchedules(*responsiveness)
+	}
+	rt.serveInvoke(emu)
+	stopLambdas, err := rt.runLambdas(ctx, scheduled, *runInterruption, rate)
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,10 @@ type Identity struct {
 // access entries; the bootstrap function and the operator get system:masters.
 const ControllersGroup = "karpless:controllers"
 
+// WatcherGroup is the watcher function's access entry's group: read-only
+// grants of its own.
+const WatcherGroup = "karpless:watcher"
+
 // IdentityNames are the identities of the default world.
 var IdentityNames = append(functions.Names(), "operator")
 
@@ -40,8 +44,11 @@ func defaultIdentities(account, cluster string) []Identity {
 		key := strings.ToUpper("LOCAL" + n + "XXXXXXXXXXXXXXXX")[:16]
 		role := fmt.Sprintf("arn:aws:iam::%s:role/%s-karpless-%s", account, cluster, n)
 		groups := []string{ControllersGroup}
-		if n == "bootstrap" || n == "operator" {
+		switch n {
+		case "bootstrap", "operator":
 			groups = []string{"system:masters"}
+		case functions.Watcher:
+			groups = []string{WatcherGroup}
 		}
 		out = append(out, Identity{
 			Name: n, AccessKeyID: "AKIA" + key, SecretAccessKey: "localaws/" + n + "/not-a-secret",

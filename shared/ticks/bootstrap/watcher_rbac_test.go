@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/karpless/karpless/shared/local/emulator"
 	"github.com/karpless/karpless/shared/local/kubetest"
 	"github.com/karpless/karpless/shared/ticks/provision"
 	"github.com/karpless/karpless/shared/ticks/watch"
@@ -25,6 +26,9 @@ func (c *countInvoker) InvokeAsync(context.Context, []byte) error { c.n.Add(1); 
 // watcher's grants, its informers sync and a pod turning unschedulable
 // starts the provisioner; it can write nothing and read no other Lease.
 func TestWatcherRBAC(t *testing.T) {
+	if emulator.WatcherGroup != WatcherGroup {
+		t.Fatalf("the emulator maps the watcher to %s, the bootstrap binds %s", emulator.WatcherGroup, WatcherGroup)
+	}
 	if ProvisioningLease != provision.LeaseName {
 		t.Fatalf("the watcher's Role names lease %s; the provisioner's is %s", ProvisioningLease, provision.LeaseName)
 	}

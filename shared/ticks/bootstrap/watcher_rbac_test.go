@@ -66,7 +66,9 @@ func TestWatcherRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = pods.Delete(context.Background(), "watched", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}) })
+	t.Cleanup(func() {
+		_ = pods.Delete(context.Background(), "watched", metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	})
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, LastTransitionTime: metav1.Now()}}
 	if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

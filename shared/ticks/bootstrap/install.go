@@ -165,7 +165,9 @@ type step struct {
 	run  func(ctx context.Context, c *kube.Clients, o Options, r *Result) error
 }
 
-// Install applies the CRDs (server-side, field manager karpless, forced),
+// Install first refuses, changing nothing, a cluster whose CRDs still
+// store a version Karpless's CRDs lack (StoredVersionsError). Then it
+// applies the CRDs (server-side, field manager karpless, forced),
 // creates the namespace if needed, applies the controllers' RBAC and
 // FlowSchemas, creates the state ConfigMaps and the pause switch and, when
 // asked, the default EC2NodeClass and NodePool, each only if absent. Running it again changes nothing; running
@@ -209,6 +211,7 @@ func run(ctx context.Context, c *kube.Clients, o Options, steps []step, after fu
 
 func installSteps(o Options) []step {
 	steps := []step{
+		{"check stored versions", checkStoredVersions}, // changes nothing: before any step that does
 		{"apply CRDs", applyCRDs},
 		{"create namespace", createNamespace},
 		{"apply ClusterRole", func(ctx context.Context, c *kube.Clients, o Options, r *Result) error {

@@ -67,15 +67,21 @@ func NewRecorder(client corev1client.EventsGetter, clk clock.PassiveClock, log *
 
 // Normal records an informational event.
 func (r *Recorder) Normal(o Object, reason, format string, args ...any) {
-	r.add(o, corev1.EventTypeNormal, reason, fmt.Sprintf(format, args...))
+	r.add(o, corev1.EventTypeNormal, reason, fmt.Sprintf(format, args...), nil)
+}
+
+// Annotated records an informational event that carries annotations (a
+// shadow decision's record); a repeat keeps the first one's.
+func (r *Recorder) Annotated(o Object, reason, msg string, annotations map[string]string) {
+	r.add(o, corev1.EventTypeNormal, reason, msg, annotations)
 }
 
 // Warning records a warning event.
 func (r *Recorder) Warning(o Object, reason, format string, args ...any) {
-	r.add(o, corev1.EventTypeWarning, reason, fmt.Sprintf(format, args...))
+	r.add(o, corev1.EventTypeWarning, reason, fmt.Sprintf(format, args...), nil)
 }
 
-func (r *Recorder) add(o Object, typ, reason, msg string) {
+func (r *Recorder) add(o Object, typ, reason, msg string, annotations map[string]string) {
 	if r == nil {
 		return
 	}
@@ -92,7 +98,7 @@ func (r *Recorder) add(o Object, typ, reason, msg string) {
 	}
 	now := metav1.NewTime(r.clock.Now())
 	r.pending[key] = &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: strings.ToLower(o.Name) + ".", Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: strings.ToLower(o.Name) + ".", Namespace: ns, Annotations: annotations},
 		InvolvedObject: corev1.ObjectReference{
 			Kind: o.Kind, APIVersion: o.APIVersion, Namespace: o.Namespace, Name: o.Name, UID: o.UID,
 		},

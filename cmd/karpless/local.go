@@ -202,9 +202,14 @@ func localInject(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("unknown event kind %q (known: %v)", kind, emulator.EventKinds)
 	}
 	op := st.Identities["operator"]
+	// This stands in for EventBridge, which retries a delivery to its
+	// target for up to a day: a throttling burst of the emulated SQS (up
+	// to four calls) must not lose the event, as the SDK's default three
+	// attempts would.
 	client := sqs.NewFromConfig(aws.Config{
 		Region: st.Region, BaseEndpoint: aws.String(st.Endpoint), HTTPClient: emulator.HTTPClient(),
-		Credentials: credentials.NewStaticCredentialsProvider(op.AccessKeyID, op.SecretAccessKey, ""),
+		Credentials:      credentials.NewStaticCredentialsProvider(op.AccessKeyID, op.SecretAccessKey, ""),
+		RetryMaxAttempts: 10,
 	})
 	for _, b := range bodies {
 		out, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(st.InterruptionQueueURL), MessageBody: aws.String(string(b))})

@@ -64,6 +64,7 @@ func TestHostilityConfig(t *testing.T) {
 		ProfilePropagationMin: 5 * time.Second, ProfilePropagationMax: 20 * time.Second,
 		NoSpotMarketFraction: 0.05, NoSpotServiceLinkedRole: false,
 		FleetErrorRate: 0.03, ThrottleRate: 0.01, ServerErrorRate: 0.003, LostAnswerRate: 0.003,
+		AsyncDelayMax: 200 * time.Millisecond, AsyncDuplicateRate: 0.01,
 	}
 	if got := DefaultHostility(); got != want {
 		t.Errorf("DefaultHostility() = %+v, want %+v", got, want)

@@ -490,6 +490,8 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.serveJSON(w, r, "ssm", strings.TrimPrefix(target, "AmazonSSM."), body)
 	case strings.HasPrefix(target, "AWSPriceListService."):
 		e.serveJSON(w, r, "pricing", strings.TrimPrefix(target, "AWSPriceListService."), body)
+	case strings.HasPrefix(target, "AWSEvents."):
+		e.serveJSON(w, r, "events", strings.TrimPrefix(target, "AWSEvents."), body)
 	case r.URL.Path == authenticatePath:
 		e.serveTokenReview(w, r, body)
 	case strings.HasPrefix(r.URL.Path, AdminPrefix):

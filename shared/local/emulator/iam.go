@@ -149,6 +149,7 @@ var iamHandlers = map[string]handlerFunc{
 	"UntagInstanceProfile":          (*Emulator).iamUntagInstanceProfile,
 	"ListInstanceProfileTags":       (*Emulator).iamListInstanceProfileTags,
 	"GetRole":                       (*Emulator).iamGetRole,
+	"GetPolicy":                     (*Emulator).iamGetPolicy,
 }
 
 type iamRole struct {

@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// serveJSON routes the awsJson protocols (SQS 1.0, SSM and pricing 1.1).
+// serveJSON routes the awsJson protocols (SQS 1.0, SSM, pricing and
+// EventBridge 1.1).
 func (e *Emulator) serveJSON(w http.ResponseWriter, hr *http.Request, service, action string, body []byte) {
 	out := jsonWriter{contentType: "application/x-amz-json-1.1"}
 	handlers := ssmHandlers
@@ -21,6 +22,8 @@ func (e *Emulator) serveJSON(w http.ResponseWriter, hr *http.Request, service, a
 		handlers = sqsHandlers
 	case "pricing":
 		handlers = pricingHandlers
+	case "events":
+		handlers = eventsHandlers
 	}
 	params := url.Values{}
 	var top map[string]json.RawMessage
@@ -229,10 +232,18 @@ type eksCluster struct {
 	SubnetIDs                                        []string
 	ClusterSG                                        string
 	Tags                                             map[string]string
+	// accessEntries by principal ARN (accounts.go).
+	accessEntries map[string]*AccessEntry
 }
 
 func (e *Emulator) serveEKS(w http.ResponseWriter, hr *http.Request, body []byte) {
 	name := strings.Trim(strings.TrimPrefix(hr.URL.Path, "/clusters"), "/")
+	// /clusters/{name}/access-entries[/{principalArn}]: split the escaped
+	// path, where the ARN's slashes are still %2F.
+	if parts := strings.Split(strings.Trim(strings.TrimPrefix(hr.URL.EscapedPath(), "/clusters"), "/"), "/"); len(parts) >= 2 && parts[1] == "access-entries" {
+		e.serveAccessEntries(w, hr, body, parts[0], parts[2:])
+		return
+	}
 	action := "DescribeCluster"
 	if name == "" {
 		action = "ListClusters"

@@ -128,7 +128,7 @@ func (e *Emulator) dispatch(w http.ResponseWriter, r *request, h handlerFunc, ou
 
 func unknownAction(service, action string) *apiError {
 	switch service {
-	case "sqs", "ssm", "pricing":
+	case "sqs", "ssm", "pricing", "events":
 		return &apiError{Code: "UnknownOperationException", Message: "The action " + action + " is not valid for this web service.", Status: 400}
 	case "ec2":
 		return &apiError{Code: "InvalidAction", Message: "The action " + action + " is not valid for this web service (not emulated).", Status: 400}

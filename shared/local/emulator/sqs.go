@@ -129,6 +129,14 @@ func (e *Emulator) QueueURL(name string) string {
 // which the EventBridge rules of a real deployment feed.
 func (e *Emulator) InterruptionQueueURL() string { return e.QueueURL(e.cfg.ClusterName) }
 
+// RemoveQueue deletes a queue and its messages, as DeleteQueue does
+// (tests of a world without the cluster's queue).
+func (e *Emulator) RemoveQueue(name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.world.queues, name)
+}
+
 // CreateQueue makes a queue (attributes as SQS names them, e.g.
 // RedrivePolicy) and returns its URL; an existing queue is returned as is.
 func (e *Emulator) CreateQueue(name string, attrs map[string]string) string {

@@ -254,6 +254,10 @@ type world struct {
 	roles      map[string]*iamRole
 	profiles   map[string]*iamProfile
 	identities map[string]Identity // access key id -> identity
+	// policies are customer-managed IAM policies by ARN, rules the
+	// EventBridge rules by name (accounts.go).
+	policies map[string]*iamPolicy
+	rules    map[string]*Rule
 	// tagViews are the resources (by id) whose tag changes are still
 	// propagating to Describe answers (Hostility.TagLagMax).
 	tagViews map[string]*tagView

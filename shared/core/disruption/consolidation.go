@@ -16,6 +16,10 @@ import (
 // Unconsolidatable Events match on it.
 const SpotToSpotRule = "SpotToSpotConsolidation requires"
 
+// NoCheaperReplacement starts the message of a candidate whose pods the
+// room elsewhere cannot take and no cheaper instance type can hold.
+const NoCheaperReplacement = "Can't replace with a cheaper node"
+
 // consolidate is Karpenter's computeConsolidation: can the candidates go,
 // their pods moving to the other nodes plus at most one new node that is
 // cheaper than all of them together? It returns the command, or nil and
@@ -56,7 +60,7 @@ func (w *world) consolidate(m Method, cands []*Candidate) (*Command, string) {
 			return nil, fmt.Sprintf("Filtering by price: %v", err)
 		}
 		if len(n.InstanceTypes) == 0 {
-			return nil, "Can't replace with a cheaper node"
+			return nil, NoCheaperReplacement
 		}
 		if len(cands) == 1 {
 			// Keep only the cheapest options, so that the node launched is
@@ -76,7 +80,7 @@ func (w *world) consolidate(m Method, cands []*Candidate) (*Command, string) {
 			return nil, fmt.Sprintf("Filtering by price: %v", err)
 		}
 		if len(n.InstanceTypes) == 0 {
-			return nil, "Can't replace with a cheaper node"
+			return nil, NoCheaperReplacement
 		}
 		// The price filter assumed spot would launch when both capacity
 		// types are allowed; insist on it, so that a spot shortage fails
@@ -89,7 +93,7 @@ func (w *world) consolidate(m Method, cands []*Candidate) (*Command, string) {
 	}
 	it, o := n.CheapestOffering()
 	if it == nil {
-		return nil, "Can't replace with a cheaper node"
+		return nil, NoCheaperReplacement
 	}
 	cmd.Replacements = []*scheduling.NewNodeClaim{n}
 	cmd.PriceAfter = o.Price

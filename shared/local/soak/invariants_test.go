@@ -171,24 +171,34 @@ func TestUnlaunchedSince(t *testing.T) {
 	}
 }
 
-// TestHeldBySpotRule: a NodeClaim counts as kept by Karpenter's spot-to-spot
-// rule only when the disruption function's latest Unconsolidatable Event on
-// it says so.
-func TestHeldBySpotRule(t *testing.T) {
+// TestHeldByRule: a NodeClaim counts as kept by Karpenter's rules only
+// when the disruption function's latest Unconsolidatable Event on it says
+// so: the spot-to-spot rule anywhere, no cheaper replacement only in a
+// NodePool whose budget takes one node at a time.
+func TestHeldByRule(t *testing.T) {
 	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	ev := func(kind, name, msg string, minute int) corev1.Event {
 		return corev1.Event{Reason: "Unconsolidatable", Message: msg, LastTimestamp: metav1.NewTime(at.Add(time.Duration(minute) * time.Minute)),
 			InvolvedObject: corev1.ObjectReference{Kind: kind, Name: name}}
 	}
+	claim := func(name, pool string) *karpv1.NodeClaim {
+		return &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{wellknown.NodePoolLabel: pool}}}
+	}
 	spot := "SpotToSpotConsolidation requires 15 cheaper instance type options than the current candidate to consolidate, got 8"
-	got := heldBySpotRule([]corev1.Event{
+	cheaper := "Can't replace with a cheaper node (the room left on other nodes cannot take all its pods)"
+	got := heldByRule([]corev1.Event{
 		ev("NodeClaim", "held", spot, 1),
-		ev("NodeClaim", "was-held", spot, 1), ev("NodeClaim", "was-held", "Can't replace with a cheaper node", 2),
-		ev("NodeClaim", "now-held", "Can't replace with a cheaper node", 1), ev("NodeClaim", "now-held", spot, 3),
+		ev("NodeClaim", "was-held", spot, 1), ev("NodeClaim", "was-held", cheaper, 2),
+		ev("NodeClaim", "now-held", cheaper, 1), ev("NodeClaim", "now-held", spot, 3),
 		ev("Node", "a-node", spot, 1),
-		ev("NodeClaim", "cheapest", "Can't replace with a cheaper node", 1),
+		ev("NodeClaim", "cheapest", cheaper, 1),
+		ev("NodeClaim", "one-at-a-time", cheaper, 1),
+		ev("NodeClaim", "was-stuck", cheaper, 1), ev("NodeClaim", "was-stuck", "Consolidation is waiting for consolidateAfter", 2),
+	}, map[string]bool{"narrow": true}, []*karpv1.NodeClaim{
+		claim("held", "wide"), claim("was-held", "narrow"), claim("now-held", "wide"), claim("cheapest", "wide"),
+		claim("one-at-a-time", "narrow"), claim("was-stuck", "narrow"),
 	})
-	want := map[string]bool{"held": true, "now-held": true}
+	want := map[string]bool{"held": true, "now-held": true, "was-held": true, "one-at-a-time": true}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("held %v; want %v", got, want)
 	}

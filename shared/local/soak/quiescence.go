@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/disruption"
 	"github.com/karpless/karpless/shared/core/planning"
 	"github.com/karpless/karpless/shared/core/podutil"
@@ -127,11 +128,14 @@ func (r *runner) compare(ctx context.Context) (comparison, error) {
 		c.have = append(c.have, fmt.Sprintf("%s/%s/%s $%.4f", i.InstanceType, i.CapacityType, i.Zone, price))
 	}
 	// Nodes Karpenter keeps by rule keep their pods, as they do in the
-	// cluster: nodes with a do-not-disrupt pod, and spot nodes the
-	// spot-to-spot rule keeps (no replacement with fewer than 15 cheaper
-	// types to choose from, by the disruption function's latest word on
-	// them). Every other workload pod is placed afresh, on the room those
-	// nodes have left or on new NodeClaims: the fresh simulation is what a
+	// cluster: nodes with a do-not-disrupt pod, spot nodes the spot-to-spot
+	// rule keeps (no replacement with fewer than 15 cheaper types to choose
+	// from, by the disruption function's latest word on them), and nodes
+	// single-node consolidation found no move for in a NodePool whose
+	// budget lets a command take only one node at a time (multi-node
+	// consolidation cannot combine them either, under Karpenter's rules).
+	// Every other workload pod is placed afresh, on the room those nodes
+	// have left or on new NodeClaims: the fresh simulation is what a
 	// consolidation faithful to Karpenter could reach.
 	fixed := map[string]bool{}
 	for _, p := range snap.Pods {
@@ -143,7 +147,15 @@ func (r *runner) compare(ctx context.Context) (comparison, error) {
 	if err != nil {
 		return c, err
 	}
-	held := heldBySpotRule(events.Items)
+	claims := map[string]int{}
+	for _, nc := range snap.NodeClaims {
+		claims[nc.Labels[wellknown.NodePoolLabel]]++
+	}
+	oneAtATime := map[string]bool{}
+	for _, np := range snap.NodePools {
+		oneAtATime[np.Name] = budgetCeiling(np, claims[np.Name], karpv1.DisruptionReasonUnderutilized) < 2
+	}
+	held := heldByRule(events.Items, oneAtATime, snap.NodeClaims)
 	for _, nc := range snap.NodeClaims {
 		if held[nc.Name] && nc.Status.NodeName != "" {
 			fixed[nc.Status.NodeName] = true
@@ -198,9 +210,11 @@ func (r *runner) compare(ctx context.Context) (comparison, error) {
 	return c, nil
 }
 
-// heldBySpotRule names the NodeClaims whose latest Unconsolidatable Event
-// says Karpenter's spot-to-spot rule keeps them.
-func heldBySpotRule(events []corev1.Event) map[string]bool {
+// heldByRule names the NodeClaims whose latest Unconsolidatable Event says
+// Karpenter's spot-to-spot rule keeps them, or, in a NodePool whose budget
+// allows one node at a time (oneAtATime), that single-node consolidation
+// can find no cheaper replacement.
+func heldByRule(events []corev1.Event, oneAtATime map[string]bool, claims []*karpv1.NodeClaim) map[string]bool {
 	type latest struct {
 		at  time.Time
 		msg string
@@ -218,9 +232,16 @@ func heldBySpotRule(events []corev1.Event) map[string]bool {
 			last[e.InvolvedObject.Name] = latest{at: at, msg: e.Message}
 		}
 	}
+	pool := map[string]string{}
+	for _, nc := range claims {
+		pool[nc.Name] = nc.Labels[wellknown.NodePoolLabel]
+	}
 	out := map[string]bool{}
 	for name, l := range last {
-		if strings.HasPrefix(l.msg, disruption.SpotToSpotRule) {
+		switch {
+		case strings.HasPrefix(l.msg, disruption.SpotToSpotRule):
+			out[name] = true
+		case oneAtATime[pool[name]] && strings.HasPrefix(l.msg, disruption.NoCheaperReplacement):
 			out[name] = true
 		}
 	}

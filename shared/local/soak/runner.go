@@ -371,9 +371,19 @@ func (r *runner) settle(ctx context.Context, limit time.Duration) {
 		if quietSince.IsZero() {
 			quietSince = w.now()
 		}
-		if w.now().Sub(quietSince) >= r.quietWindow(ctx) {
+		if w.now().Sub(quietSince) < r.quietWindow(ctx) {
+			continue
+		}
+		// At rest, but the invocations still running may act yet (a
+		// disruption tick's last pass executing a command the last world
+		// move allowed): let them finish, and judge only a cluster still
+		// at rest after them.
+		r.drain(ctx)
+		if r.quiet(ctx) {
 			break
 		}
+		w.inv.note("moving again after the running invocations finished: %s", r.unrest(ctx))
+		quietSince = time.Time{}
 	}
 	if quietSince.IsZero() || w.now().Sub(quietSince) < r.quietWindow(ctx) {
 		w.inv.check(ctx)

@@ -59,6 +59,7 @@ func TestConfigFromContext(t *testing.T) {
 		BatchIdleDuration: time.Second,
 		BatchMaxDuration:  10 * time.Second,
 		LogLevel:          "info",
+		Mode:              "active",
 	}
 	if !reflect.DeepEqual(cfg.props, want) {
 		t.Errorf("props\n got %+v\nwant %+v", cfg.props, want)

@@ -76,6 +76,10 @@ type Options struct {
 	// absent, and leaves it as it is: a deploy never resumes what a person
 	// paused, nor pauses what a person resumed.
 	Pause bool
+	// Shadow (cdk deploy -c mode=shadow): Karpless runs beside Karpenter,
+	// whose CRDs these are; Install checks they are served and applies
+	// none, and no default NodePool or removal of user objects is allowed.
+	Shadow bool
 	// CRDs to apply; nil means the embedded ones (crds.All).
 	CRDs []*apiextensionsv1.CustomResourceDefinition
 	// Log receives one line per step; nil discards.
@@ -119,6 +123,9 @@ func (o Options) Validate() error {
 		// the controllers' grants to a built-in group would hand them to
 		// users who are not Karpless.
 		errs = append(errs, fmt.Errorf("controllers group %q is reserved (system: prefix)", g))
+	}
+	if o.Shadow && (o.DefaultNodePool || o.RemoveUserObjects) {
+		errs = append(errs, errors.New("shadow mode installs no default NodePool and removes no user object: they are Karpenter's"))
 	}
 	if o.DefaultNodePool {
 		if o.ClusterName == "" {
@@ -248,6 +255,15 @@ func installSteps(o Options) []step {
 		{"pause switch", pauseSwitch},
 		{"prune RBAC of a former namespace", pruneOtherNamespaces},
 	}
+	if o.Shadow {
+		// Beside Karpenter: its CRDs stay exactly as its install left
+		// them; they only need to be there.
+		for i := range steps {
+			if steps[i].name == "apply CRDs" {
+				steps[i] = step{"check Karpenter's CRDs are served", checkCRDsServed}
+			}
+		}
+	}
 	if o.DefaultNodePool {
 		steps = append(steps,
 			step{"create default EC2NodeClass", createDefaultNodeClass},
@@ -317,6 +333,40 @@ func applyCRDs(ctx context.Context, c *kube.Clients, o Options, r *Result) error
 	}
 	for _, crd := range all {
 		r.add(&r.Applied, "CustomResourceDefinition", "", crd.Name)
+	}
+	return nil
+}
+
+// checkCRDsServed checks that every CRD Karpless reads exists and is
+// established (shadow mode, where they are Karpenter's).
+func checkCRDsServed(ctx context.Context, c *kube.Clients, o Options, r *Result) error {
+	all, err := crdsOf(o)
+	if err != nil {
+		return err
+	}
+	api := c.APIExtensions.ApiextensionsV1().CustomResourceDefinitions()
+	var missing []string
+	for _, want := range all {
+		got, err := api.Get(ctx, want.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			missing = append(missing, want.Name)
+			continue
+		case err != nil:
+			return err
+		}
+		established := false
+		for _, cond := range got.Status.Conditions {
+			established = established || (cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue)
+		}
+		if !established {
+			missing = append(missing, want.Name+" (not established)")
+			continue
+		}
+		r.add(&r.Kept, "CustomResourceDefinition", "", want.Name, "shadow mode: Karpenter's")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("shadow mode runs beside Karpenter, whose CRDs it reads; not served: %s (install Karpenter first, or deploy without -c mode=shadow)", strings.Join(missing, ", "))
 	}
 	return nil
 }

@@ -23,6 +23,9 @@ type Properties struct {
 	// Paused sets the pause switch on Create and Update (cdk deploy -c
 	// paused=true); false or absent leaves it as it is.
 	Paused bool
+	// Mode is the stack's mode: "shadow" (cdk deploy -c mode=shadow)
+	// leaves Karpenter's CRDs alone; absent or "active" installs them.
+	Mode string
 	// CRDHash and BootstrapSHA256 only make CloudFormation send an Update
 	// when the CRDs or the function change.
 	CRDHash         string
@@ -35,7 +38,7 @@ var knownProperties = map[string]bool{
 	"ServiceToken": true, "ServiceTimeout": true,
 	"ClusterName": true, "NodeRoleName": true, "InstallDefaultNodePool": true,
 	"RemoveUserObjectsOnDelete": true, "ControllersGroup": true, "Namespace": true,
-	"CRDHash": true, "BootstrapSHA256": true, "Paused": true,
+	"CRDHash": true, "BootstrapSHA256": true, "Paused": true, "Mode": true,
 }
 
 // ParseProperties reads the properties of a custom resource event. It
@@ -91,8 +94,12 @@ func ParseProperties(m map[string]any) (p Properties, unknown []string, err erro
 		ControllersGroup:          str("ControllersGroup", false),
 		Namespace:                 str("Namespace", false),
 		Paused:                    boolean("Paused"),
+		Mode:                      str("Mode", false),
 		CRDHash:                   str("CRDHash", false),
 		BootstrapSHA256:           str("BootstrapSHA256", false),
+	}
+	if p.Mode != "" && p.Mode != "active" && p.Mode != "shadow" {
+		errs = append(errs, fmt.Errorf("property Mode=%q is not active or shadow", p.Mode))
 	}
 	for k := range m {
 		if !knownProperties[k] {
@@ -118,5 +125,6 @@ func (p Properties) Options(namespace string) Options {
 		NodeRoleName:      p.NodeRoleName,
 		RemoveUserObjects: p.RemoveUserObjectsOnDelete,
 		Pause:             p.Paused,
+		Shadow:            p.Mode == "shadow",
 	}
 }

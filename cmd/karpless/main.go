@@ -38,6 +38,7 @@ var commands = []command{
 	soakCommand,
 	pauseCommand,
 	resumeCommand,
+	migrateCommand,
 }
 
 // errUsage means the arguments were wrong; the usage was printed already.

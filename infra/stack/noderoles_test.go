@@ -262,3 +262,37 @@ func TestPolicySizesWithNodeRoles(t *testing.T) {
 		t.Errorf("%s: %d characters, IAM allows 6144", LaunchPolicyID, len(out))
 	}
 }
+
+// TestImportedNodeRoleEntriesOutliveTheStack: cdk destroy keeps the
+// access entry of a node role the stack imported (its nodes, Karpenter's
+// too after a rollback, need it) and deletes that of a role it created.
+func TestImportedNodeRoleEntriesOutliveTheStack(t *testing.T) {
+	for _, imported := range []bool{false, true} {
+		t.Run(fmt.Sprintf("importNodeRole=%v", imported), func(t *testing.T) {
+			p := twoRoles()
+			p.ImportNodeRole = imported
+			s, _, d, err := synth(p, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resources := d["Resources"].(map[string]any)
+			policy := func(role string) any {
+				r := resources[*s.GetLogicalId(s.NodeAccessEntries[role])].(map[string]any)
+				return r["DeletionPolicy"]
+			}
+			want := map[string]any{
+				p.withDefaults().NodeRoleName:   nil,
+				"TeamB-Nodes":                   "Retain",
+				"KarpenterWindowsNodeRole-demo": nil,
+			}
+			if imported {
+				want[p.withDefaults().NodeRoleName] = "Retain"
+			}
+			for role, w := range want {
+				if got := policy(role); got != w {
+					t.Errorf("%s: DeletionPolicy %v, want %v", role, got, w)
+				}
+			}
+		})
+	}
+}

@@ -713,12 +713,21 @@ func (s *Stack) defineAccessEntries() {
 	// Node roles: EC2_LINUX or EC2_WINDOWS, the type EKS maps to the
 	// node's groups (Windows nodes also get eks:kube-proxy-windows). The
 	// node role keeps its construct ID from before there were several.
-	node := func(id, role string, typ string) {
+	//
+	// The entry of a role the stack imports outlives the stack (DeletionPolicy
+	// Retain): nodes of that role, Karpenter's too after a rollback, need it
+	// to stay in the cluster, and cdk destroy must not cut them off. A
+	// redeploy then passes skipNodeAccessEntry (karpless migrate check says
+	// so). The entry of a role the stack creates goes with the role.
+	node := func(id, role string, typ string, imported bool) {
 		entry := awseks.NewCfnAccessEntry(s.Stack, jsii.String(id), &awseks.CfnAccessEntryProps{
 			ClusterName:  cluster,
 			PrincipalArn: s.NodeRoles[role].RoleArn(),
 			Type:         jsii.String(typ),
 		})
+		if imported {
+			entry.ApplyRemovalPolicy(awscdk.RemovalPolicy_RETAIN, nil)
+		}
 		s.NodeAccessEntries[role] = entry
 		// Nodes of a default NodePool can join as soon as it exists, and
 		// on deletion the bootstrap's Delete (which may remove the user's
@@ -726,11 +735,11 @@ func (s *Stack) defineAccessEntries() {
 		s.Bootstrap.Node().AddDependency(entry)
 	}
 	if !s.Props.SkipNodeAccessEntry {
-		node("NodeAccessEntry", s.Props.NodeRoleName, "EC2_LINUX")
+		node("NodeAccessEntry", s.Props.NodeRoleName, "EC2_LINUX", s.Props.ImportNodeRole)
 	}
 	for _, r := range s.Props.NodeRoles {
 		if !r.SkipAccessEntry {
-			node("NodeAccessEntry-"+r.Name, r.Name, r.AccessEntryType())
+			node("NodeAccessEntry-"+r.Name, r.Name, r.AccessEntryType(), !r.Create)
 		}
 	}
 }

@@ -313,7 +313,7 @@ func gitOpsOwner(crd apiextensionsv1.CustomResourceDefinition) string {
 // objectsOf is "its 12 NodeClaims" or "every NodeClaim".
 func objectsOf(crd apiextensionsv1.CustomResourceDefinition, counts map[string]int) string {
 	kind := crd.Spec.Names.Kind
-	if n, ok := counts[crd.Name]; ok && n >= 0 {
+	if n, ok := counts[crd.Name]; ok && n > 0 {
 		return "its " + plural(n, kind)
 	}
 	return "every " + kind

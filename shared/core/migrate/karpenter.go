@@ -112,7 +112,7 @@ const neverRemove = "Never run the finalizer-removal script from Karpenter's tro
 func CheckFinalizers(in FinalizerInput) []Result {
 	var out []Result
 	for _, kind := range []string{"NodeClaim", "EC2NodeClass", "Node"} {
-		r := Result{Check: NameFinalizers, Subject: kind + "s"}
+		r := Result{Check: NameFinalizers, Subject: plurals(kind)}
 		if err := in.ListErrors[kind]; err != nil {
 			r.Status = Warn
 			r.Detail = fmt.Sprintf("could not list them: %v", err)
@@ -152,7 +152,7 @@ func CheckFinalizers(in FinalizerInput) []Result {
 			out = append(out, r)
 			continue
 		}
-		r.Detail = fmt.Sprintf("%s of %d carry %s, as expected: Karpless honours it.", plural(len(with), noun), total, fin)
+		r.Detail = fmt.Sprintf("%d of %s carry %s, as expected: Karpless honours it.", len(with), plural(total, noun), fin)
 		if len(deleting) > 0 {
 			r.Status = Warn
 			r.Detail += fmt.Sprintf("\n%s being deleted wait for a controller to finish (%s): they finish once Karpless (or Karpenter) runs. Do not remove their finalizers.", plural(len(deleting), noun), names(deleting))

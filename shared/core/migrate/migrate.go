@@ -129,10 +129,21 @@ func writeIndented(b *strings.Builder, prefix, text string) {
 	}
 }
 
-// plural is "1 NodeClaim", "2 NodeClaims".
+// plural is "1 NodeClaim", "2 NodeClaims", "2 EC2NodeClasses".
 func plural(n int, word string) string {
 	if n == 1 {
 		return fmt.Sprintf("1 %s", word)
 	}
-	return fmt.Sprintf("%d %ss", n, word)
+	return fmt.Sprintf("%d %s", n, plurals(word))
+}
+
+// plurals is the plural of an English noun or kind.
+func plurals(word string) string {
+	switch {
+	case strings.HasSuffix(word, "s"):
+		return word + "es"
+	case strings.HasSuffix(word, "y"):
+		return strings.TrimSuffix(word, "y") + "ies"
+	}
+	return word + "s"
 }

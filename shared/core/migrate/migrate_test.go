@@ -266,10 +266,10 @@ func TestCheckFinalizers(t *testing.T) {
 	if len(rs) != 3 {
 		t.Fatalf("%+v", rs)
 	}
-	if rs[0].Status != Warn || !strings.Contains(rs[0].Detail, "2 NodeClaims of 2 carry karpenter.sh/termination") || !strings.Contains(rs[0].Detail, "1 NodeClaim being deleted wait") {
+	if rs[0].Status != Warn || !strings.Contains(rs[0].Detail, "2 of 2 NodeClaims carry karpenter.sh/termination") || !strings.Contains(rs[0].Detail, "1 NodeClaim being deleted wait") {
 		t.Errorf("NodeClaims: %+v", rs[0])
 	}
-	if rs[1].Status != OK || !strings.Contains(rs[1].Detail, "1 EC2NodeClass of 1 carry karpenter.k8s.aws/termination") || !strings.Contains(rs[1].Detail, "Never run the finalizer-removal script") {
+	if rs[1].Status != OK || !strings.Contains(rs[1].Detail, "1 of 1 EC2NodeClass carry karpenter.k8s.aws/termination") || !strings.Contains(rs[1].Detail, "Never run the finalizer-removal script") {
 		t.Errorf("EC2NodeClasses: %+v", rs[1])
 	}
 	if rs[2].Status != Warn || !strings.Contains(rs[2].Detail, "1 Karpenter Node lack it (n1)") {

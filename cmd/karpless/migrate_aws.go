@@ -109,6 +109,10 @@ func nodeRoleEntries(ctx context.Context, c awsClients, f migrateFlags, in *clus
 	roles := map[string]string{}
 	if f.nodeRoles != "" {
 		for _, r := range splitList(f.nodeRoles) {
+			// A role's ARN names it after its path.
+			if strings.HasPrefix(r, "arn:") {
+				r = r[strings.LastIndexByte(r, '/')+1:]
+			}
 			roles[r] = "--node-role"
 		}
 	} else {

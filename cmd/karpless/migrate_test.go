@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -341,6 +342,45 @@ func TestMigrateCheck(t *testing.T) {
 			t.Fatalf("pause: %s%s", out, errs)
 		}
 		checkLines(ctx, t, 0, args, `OK    karpenter +Deployment `+ns+`/karpenter\n +runs 2 replica\(s\) \(0 ready\) and Karpless is paused: rolled back to Karpenter`)
+	})
+
+	// Someone who may read everything the check reads but Secrets: the
+	// keep policy cannot be verified, so the CRDs Helm owns fail.
+	t.Run("secrets forbidden", func(t *testing.T) {
+		auditor := kubetest.Name(t)
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: auditor}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{""}, Resources: []string{"nodes", "configmaps"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{"karpenter.sh", "karpenter.k8s.aws"}, Resources: []string{"*"}, Verbs: []string{"get", "list"}},
+		}}
+		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: auditor},
+			Subjects: []rbacv1.Subject{{Kind: "User", Name: auditor}}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: auditor}}
+		if _, err := kc.Core.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kc.Core.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = kc.Core.RbacV1().ClusterRoleBindings().Delete(context.Background(), auditor, metav1.DeleteOptions{})
+			_ = kc.Core.RbacV1().ClusterRoles().Delete(context.Background(), auditor, metav1.DeleteOptions{})
+		})
+		admin, err := clientcmd.LoadFromFile(kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range admin.AuthInfos {
+			a.Impersonate = auditor
+		}
+		path := filepath.Join(t.TempDir(), "auditor")
+		if err := clientcmd.WriteToFile(*admin, path); err != nil {
+			t.Fatal(err)
+		}
+		checkLines(ctx, t, 1, []string{"--kubeconfig", path, "--karpless-namespace", kns, "--aws=false"},
+			`FAIL  helm-keep +CRD nodeclaims.karpenter.sh\n +owned by Helm release `+ns+`/karpenter-crd, whose stored revisions could not be read \(namespace `+ns+`: secrets is forbidden`,
+			`list Secrets in namespace `+ns,
+			`OK    stored-versions  CRD nodeclaims.karpenter.sh`)
 	})
 
 	// Without the cluster, or without AWS.

@@ -39,6 +39,7 @@ var commands = []command{
 	pauseCommand,
 	resumeCommand,
 	migrateCommand,
+	shadowCommand,
 }
 
 // errUsage means the arguments were wrong; the usage was printed already.

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	awssdkconfig "github.com/aws/aws-sdk-go-v2/config"
 	"k8s.io/utils/clock"
 
+	"github.com/karpless/karpless/functions"
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	"github.com/karpless/karpless/shared/aws/awsconfig"
 	"github.com/karpless/karpless/shared/aws/instance"
@@ -23,6 +25,7 @@ import (
 	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/function/record"
+	"github.com/karpless/karpless/shared/function/shadow"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/kube/eksauth"
 	"github.com/karpless/karpless/shared/ticks/provision"
@@ -71,7 +74,17 @@ func connect(ctx context.Context, lookup func(string) (string, bool)) (*Env, err
 		return nil, fmt.Errorf("configuration: %w", err)
 	}
 	log := record.NewLogger(os.Stdout, cfg.LogLevel)
-	aws, err := awsconfig.LoadClients(ctx, cfg.Region, awsconfig.FromLookup(lookup)...)
+	awsOpts := awsconfig.FromLookup(lookup)
+	if cfg.Shadow() {
+		// Every client refuses to change anything in AWS (the stack's
+		// IAM grants no such action either).
+		awsOpts = append(awsOpts, func(o *awssdkconfig.LoadOptions) error {
+			o.APIOptions = append(o.APIOptions, shadow.APIOption)
+			return nil
+		})
+		log.Info("shadow mode: deciding beside Karpenter, changing nothing", "mode", cfg.Mode)
+	}
+	aws, err := awsconfig.LoadClients(ctx, cfg.Region, awsOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +94,9 @@ func connect(ctx context.Context, lookup func(string) (string, bool)) (*Env, err
 	rest, err := cluster.RESTConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to cluster %s: %w", cfg.ClusterName, err)
+	}
+	if cfg.Shadow() {
+		rest.Wrap(shadow.Kube(cfg.Namespace))
 	}
 	kc, err := kube.NewClients(rest)
 	if err != nil {
@@ -119,7 +135,17 @@ func (e *Env) Provisioner() *provision.Provisioner {
 		Clock:      e.Clock,
 		Log:        e.Log,
 		MetricsOut: e.Out,
+		Decisions:  e.Decisions(functions.Provisioner),
 	}
+}
+
+// Decisions records a function's decisions in shadow mode (MODE=shadow);
+// nil, so the engines act, otherwise. One per invocation.
+func (e *Env) Decisions(function string) *shadow.Recorder {
+	if !e.Config.Shadow() {
+		return nil
+	}
+	return &shadow.Recorder{Function: function, Namespace: e.Config.Namespace, ConfigMaps: e.Kube.Core.CoreV1(), Clock: e.Clock, Log: e.Log}
 }
 
 // prices is the container's price source, or a new one for an Env made

@@ -5,6 +5,7 @@ import (
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
+	"github.com/karpless/karpless/functions"
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	"github.com/karpless/karpless/shared/aws/instance"
 	"github.com/karpless/karpless/shared/aws/launchtemplate"
@@ -25,6 +26,7 @@ func (e *Env) Disrupter() *disrupt.Disrupter {
 		Clock:        e.Clock,
 		Log:          e.Log,
 		MetricsOut:   e.Out,
+		Decisions:    e.Decisions(functions.Disruption),
 	}
 }
 

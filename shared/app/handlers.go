@@ -48,6 +48,9 @@ func (e *Env) Interruption() *interrupt.Handler {
 // the whole batch to the queue.
 func (e *Env) InterruptionHandler() func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
 	return func(ctx context.Context, batch lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
+		if e.Config.Shadow() {
+			return e.leaveToTheQueue(batch), nil
+		}
 		h := e.Interruption()
 		res, err := h.Handle(ctx, batch, invocationID(ctx, "interruption"))
 		if err != nil {
@@ -72,4 +75,17 @@ func (d drainer) Drain(ctx context.Context) error {
 	}
 	_, err = d.t.Reconcile(ctx, snap)
 	return err
+}
+
+// leaveToTheQueue answers a batch in shadow mode: a shadow stack wires no
+// queue to the interruption function, and one that reaches it anyway is
+// neither acted on nor consumed: every message is reported failed, so it
+// stays in its queue for whoever acts on it.
+func (e *Env) leaveToTheQueue(batch lambdaevents.SQSEvent) lambdaevents.SQSEventResponse {
+	var res lambdaevents.SQSEventResponse
+	for _, m := range batch.Records {
+		res.BatchItemFailures = append(res.BatchItemFailures, lambdaevents.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+	}
+	e.Log.Warn("shadow mode: the interruption function acts on no message; the batch is left to its queue", "messages", len(batch.Records))
+	return res
 }

@@ -85,7 +85,7 @@ func (r *Recorder) add(o Object, typ, reason, msg string, annotations map[string
 	if r == nil {
 		return
 	}
-	key := strings.Join([]string{string(o.UID), o.Kind, o.Namespace, o.Name, typ, reason, msg}, "\x00")
+	key := strings.Join([]string{string(o.UID), o.Kind, o.Namespace, o.Name, typ, reason, msg, fmt.Sprint(annotations)}, "\x00")
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e, ok := r.pending[key]; ok {

@@ -15,10 +15,11 @@ import (
 // ErrRefused (not retried). It sits in the SDK's middleware stack, where
 // the operation's name is known, rather than in the HTTP transport, where
 // it would have to be guessed from each protocol's body.
-func GuardAWS(cfg *aws.Config) {
-	cfg.APIOptions = append(cfg.APIOptions, func(s *middleware.Stack) error {
-		return s.Initialize.Add(middleware.InitializeMiddlewareFunc("KarplessShadowGuard", guard), middleware.Before)
-	})
+func GuardAWS(cfg *aws.Config) { cfg.APIOptions = append(cfg.APIOptions, APIOption) }
+
+// APIOption is GuardAWS's option, for config.LoadOptions.APIOptions.
+func APIOption(s *middleware.Stack) error {
+	return s.Initialize.Add(middleware.InitializeMiddlewareFunc("KarplessShadowGuard", guard), middleware.Before)
 }
 
 func guard(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {

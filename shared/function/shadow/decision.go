@@ -26,7 +26,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/core/disruption"
 	"github.com/karpless/karpless/shared/core/scheduling"
+	"github.com/karpless/karpless/shared/core/wellknown"
 )
 
 // LogKey is the key of a decision in a function's JSON log line.
@@ -142,6 +145,51 @@ func Launch(n *scheduling.NewNodeClaim, reason string) Decision {
 	return d
 }
 
+// Command is the decision to carry out a disruption command: consolidate
+// (emptiness, multi- or single-node consolidation) or drift.
+func Command(cmd *disruption.Command) Decision {
+	d := Decision{Kind: KindConsolidate, Method: string(cmd.Method), Reason: cmd.Why,
+		PriceBefore: cmd.PriceBefore, PriceAfter: cmd.PriceAfter, Savings: cmd.Savings()}
+	if cmd.Method == disruption.Drift {
+		d.Kind = KindDrift
+	}
+	pools := map[string]bool{}
+	for _, cn := range cmd.Candidates {
+		n := Node{NodeClaim: cn.NodeClaim.Name, Zone: cn.Zone, CapacityType: cn.CapacityType, Price: cn.Price, Pods: len(cn.Reschedulable),
+			InstanceType: cn.NodeClaim.Labels[wellknown.InstanceTypeLabel], NodePool: cn.NodeClaim.Labels[wellknown.NodePoolLabel]}
+		if cn.Node != nil {
+			n.Node = cn.Node.Name
+		}
+		if cn.NodePool != nil {
+			n.NodePool = cn.NodePool.Name
+		}
+		pools[n.NodePool] = true
+		d.Candidates = append(d.Candidates, n)
+	}
+	sort.Slice(d.Candidates, func(i, j int) bool { return d.Candidates[i].NodeClaim < d.Candidates[j].NodeClaim })
+	if len(pools) == 1 {
+		for p := range pools {
+			d.NodePool = p
+		}
+	}
+	for _, r := range cmd.Replacements {
+		d.Replacements = append(d.Replacements, Launch(r, ""))
+	}
+	return d
+}
+
+// Deletion is the decision to delete one NodeClaim (expire, repair,
+// instance-status, scale-down) that costs price $/h, for reason. Its pods
+// go to other nodes or to capacity provisioned for them, so no saving is
+// claimed (a scale-down's caller sets one).
+func Deletion(kind string, nc *karpv1.NodeClaim, price float64, reason string) Decision {
+	n := Node{NodeClaim: nc.Name, Node: nc.Status.NodeName, NodePool: nc.Labels[wellknown.NodePoolLabel],
+		InstanceType: nc.Labels[wellknown.InstanceTypeLabel], Zone: nc.Labels[wellknown.ZoneLabel],
+		CapacityType: nc.Labels[wellknown.CapacityTypeLabel], Price: price}
+	return Decision{Kind: kind, NodePool: n.NodePool, NodeClaim: nc.Name, Node: n.Node, Reason: reason,
+		Candidates: []Node{n}, PriceBefore: price}
+}
+
 // PodNames are the pods' namespace/name, sorted, the first maxPods, and
 // how many there are.
 func PodNames(pods []*corev1.Pod) ([]string, int) {
@@ -205,6 +253,13 @@ func (d Decision) Text() string {
 	switch d.Kind {
 	case KindLaunch:
 		fmt.Fprintf(&b, "launch %d nodeclaim(s) of nodepool %s for %d pod(s)", d.Claims(), d.NodePool, d.PodCount)
+		if len(d.Pods) > 0 {
+			fmt.Fprintf(&b, " (%s", strings.Join(d.Pods[:min(len(d.Pods), 3)], ", "))
+			if d.PodCount > 3 {
+				b.WriteString(", ...")
+			}
+			b.WriteString(")")
+		}
 		if d.Offering != nil {
 			fmt.Fprintf(&b, ": %s %s in %s at $%.4f/h (cheapest of %d types)", d.Offering.InstanceType, d.Offering.CapacityType, d.Offering.Zone, d.Offering.Price, d.InstanceTypeCount)
 		}

@@ -105,7 +105,7 @@ func TestRecorder(t *testing.T) {
 	var fromEvent Decision
 	if e.Reason != EventReason || e.InvolvedObject.Kind != "NodePool" || e.InvolvedObject.Name != "general" ||
 		json.Unmarshal([]byte(e.Annotations[DecisionAnnotation]), &fromEvent) != nil || fromEvent.Key() != d.Key() ||
-		!strings.HasPrefix(e.Message, "shadow: would launch 1 nodeclaim(s) of nodepool general for 2 pod(s): c6a.large spot") {
+		!strings.HasPrefix(e.Message, "shadow: would launch 1 nodeclaim(s) of nodepool general for 2 pod(s) (web/web-1, web/web-2): c6a.large spot") {
 		t.Errorf("event %s %s/%s %q %q", e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message, e.Annotations)
 	}
 	clk.Step(time.Minute)

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
@@ -26,6 +27,7 @@ import (
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/function/config"
+	"github.com/karpless/karpless/shared/function/shadow"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/kube/eksauth"
 	"github.com/karpless/karpless/shared/local/emulator"
@@ -74,7 +76,6 @@ func NewEnv(emu *emulator.Emulator, kc *kube.Clients, o Options) (*app.Env, erro
 	if o.MaxAttempts == 0 {
 		awsCfg.Retryer = awsconfig.NewRetryer
 	}
-	clients := awsconfig.NewClients(awsCfg)
 	cfg := config.Config{
 		ClusterName:             emu.ClusterName(),
 		Region:                  emu.Region(),
@@ -95,6 +96,17 @@ func NewEnv(emu *emulator.Emulator, kc *kube.Clients, o Options) (*app.Env, erro
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("local configuration: %w", err)
 	}
+	if cfg.Shadow() {
+		// As app.Load does: the clients refuse what shadow mode must
+		// never do.
+		shadow.GuardAWS(&awsCfg)
+		rc := rest.CopyConfig(kc.Config)
+		rc.Wrap(shadow.Kube(cfg.Namespace))
+		if kc, err = kube.NewClients(rc); err != nil {
+			return nil, err
+		}
+	}
+	clients := awsconfig.NewClients(awsCfg)
 	cat, err := catalog.Load()
 	if err != nil {
 		return nil, err

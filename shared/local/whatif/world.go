@@ -99,6 +99,8 @@ type World struct {
 	book  *pricing.Book
 	// overlays is what the NodeOverlays changed on the instance types.
 	overlays overlay.Result
+	// cat is the catalog the instance types were built from.
+	cat *catalog.Catalog
 }
 
 // New prepares a World. It builds every EC2NodeClass's instance types the
@@ -137,6 +139,7 @@ func New(in Input) (*World, error) {
 		cat, fallback = book.Catalog(cat)
 		w.notes = append(w.notes, catalogNote(book, fallback))
 	}
+	w.cat = cat
 	w.classes = map[string]*scheduling.NodeClass{}
 	for _, nc := range in.Cluster.NodeClasses {
 		types, err := w.instanceTypes(cat, nc, book, marks)
@@ -202,6 +205,41 @@ func reservationNotes(ncs []*awsv1.EC2NodeClass, given map[string]int) []string 
 		return nil
 	}
 	return []string{fmt.Sprintf("capacity reservations %s: EC2's remaining count is not in the cluster; the answers assume they have room (say how much with --reservations id=N)", strings.Join(unknown, ", "))}
+}
+
+// Price is the $/h the functions put on an offering: the class's offering
+// (NodeOverlays applied, available or not) when the class has it, else the
+// catalog's on-demand price, the book's spot price or its estimate, or the
+// reserved price. ok is false for a type the catalog does not know.
+func (w *World) Price(class, instanceType, zone, capacityType string) (float64, bool) {
+	if c := w.classes[class]; c != nil {
+		for _, it := range c.InstanceTypes {
+			if it.Name != instanceType {
+				continue
+			}
+			for _, o := range it.Offerings {
+				if o.Zone == zone && o.CapacityType == capacityType {
+					return o.Price, true
+				}
+			}
+		}
+	}
+	t, ok := w.cat.Get(instanceType)
+	if !ok || t.OnDemandPrice == 0 {
+		return 0, false
+	}
+	switch capacityType {
+	case "spot":
+		if w.book != nil {
+			if p, ok := w.book.Spot[instanceType][zone]; ok {
+				return p, true
+			}
+		}
+		return instancetype.SpotEstimate(instanceType, zone, t.OnDemandPrice), true
+	case "reserved":
+		return instancetype.ReservedPrice(t.OnDemandPrice), true
+	}
+	return t.OnDemandPrice, true
 }
 
 // Notes say where the prices came from and what the answers could not

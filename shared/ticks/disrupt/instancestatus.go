@@ -13,6 +13,7 @@ import (
 	"github.com/karpless/karpless/shared/core/repair"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/function/record"
+	"github.com/karpless/karpless/shared/function/shadow"
 )
 
 // instanceStatus replaces the instances EC2 itself reports broken (a
@@ -25,7 +26,7 @@ import (
 // budget or honours do-not-disrupt: the hardware decides. Both writes are
 // idempotent, so a tick killed between them, or a second one, finishes
 // the job; a claim already deleting is left alone.
-func (d *Disrupter) instanceStatus(ctx context.Context, inv *invocation, in *disruption.Input) ([]string, error) {
+func (d *Disrupter) instanceStatus(ctx context.Context, inv *invocation, in *disruption.Input, sum *Summary) ([]string, error) {
 	if inv.healthRead {
 		return nil, nil
 	}
@@ -54,6 +55,15 @@ func (d *Disrupter) instanceStatus(ctx context.Context, inv *invocation, in *dis
 		}
 		nc := in.Cluster.NodeClaims[i]
 		if nc.DeletionTimestamp != nil {
+			continue
+		}
+		if d.shadow() {
+			var reasons []string
+			for _, c := range u.Categories {
+				reasons = append(reasons, c.Reason())
+			}
+			d.decided(sum, shadow.Deletion(shadow.KindInstanceStatus, nc, claimPrice(in, nc.Name),
+				fmt.Sprintf("instance %s: %s since %s", u.InstanceID, strings.Join(reasons, ","), u.Since.UTC().Format(time.RFC3339))))
 			continue
 		}
 		if u.Forceful {

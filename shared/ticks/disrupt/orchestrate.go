@@ -42,6 +42,7 @@ import (
 	"github.com/karpless/karpless/shared/function/clockctx"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/function/record"
+	"github.com/karpless/karpless/shared/function/shadow"
 	"github.com/karpless/karpless/shared/function/tick"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/kube/lease"
@@ -118,6 +119,15 @@ type Disrupter struct {
 	ReplacementTimeout time.Duration
 	GCInterval         time.Duration
 	PollInterval       time.Duration
+
+	// Decisions, in shadow mode (MODE=shadow), records the commands,
+	// expirations, repairs and scale-downs a pass decides instead of
+	// carrying them out; the pass writes nothing of Karpenter's: it does
+	// not drain or terminate (termination), collect garbage, write
+	// NodeClaim conditions or NodePool status and hashes (it keeps them in
+	// memory for its own decisions), relabel, untaint or move commands.
+	// Nil acts.
+	Decisions *shadow.Recorder
 }
 
 // Command is what a pass did with one command, for logs and tests.
@@ -155,6 +165,9 @@ type Summary struct {
 	ScaledDown []string  `json:"scaledDown,omitempty"`
 	Untainted  []string  `json:"untainted,omitempty"`
 	Commands   []Command `json:"commands,omitempty"`
+	// ShadowDecisions counts what a shadow pass recorded instead of
+	// doing it.
+	ShadowDecisions int `json:"shadowDecisions,omitempty"`
 	// Blocked and Unconsolidatable say why nodes were not disrupted (the
 	// first few, as "nodeclaim: why").
 	Blocked          []string `json:"blocked,omitempty"`
@@ -164,6 +177,15 @@ type Summary struct {
 	Simulations   int           `json:"simulations"`
 	Duration      time.Duration `json:"duration"`
 	Errors        []string      `json:"errors,omitempty"`
+}
+
+// shadow reports whether the tick only records its decisions.
+func (d *Disrupter) shadow() bool { return d.Decisions != nil }
+
+// decided records a decision of a shadow pass.
+func (d *Disrupter) decided(sum *Summary, dec shadow.Decision) {
+	d.Decisions.Record(dec, d.Events)
+	sum.ShadowDecisions++
 }
 
 func (d *Disrupter) validate() error {

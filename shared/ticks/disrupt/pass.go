@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/function/record"
+	"github.com/karpless/karpless/shared/function/shadow"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/kube/lease"
 	"github.com/karpless/karpless/shared/kube/snapshot"
@@ -81,13 +83,21 @@ func (d *Disrupter) pass(ctx context.Context, inv *invocation, sum *Summary) (ti
 	if err != nil {
 		return time.Time{}, err
 	}
-	term := &termination.Terminator{Kube: d.Kube, Instances: d.Instances, Clock: d.Clock, Log: d.Log, Events: d.Events, Metrics: d.Metrics}
-	ts, err := term.Reconcile(ctx, snap)
-	addTermination(&sum.Termination, ts)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("termination: %w", err))
+	if d.shadow() {
+		defer d.Decisions.Flush(context.WithoutCancel(ctx))
 	}
-	if now := d.Clock.Now(); now.Sub(inv.state.lastGC) >= d.GCInterval {
+	// Shadow mode: Karpenter drains and terminates what it deletes, and
+	// collects its own garbage.
+	var ts termination.Summary
+	if !d.shadow() {
+		term := &termination.Terminator{Kube: d.Kube, Instances: d.Instances, Clock: d.Clock, Log: d.Log, Events: d.Events, Metrics: d.Metrics}
+		ts, err = term.Reconcile(ctx, snap)
+		addTermination(&sum.Termination, ts)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("termination: %w", err))
+		}
+	}
+	if now := d.Clock.Now(); !d.shadow() && now.Sub(inv.state.lastGC) >= d.GCInterval {
 		if err := d.collect(ctx, snap, snapTime, sum); err != nil {
 			errs = append(errs, fmt.Errorf("garbage collection: %w", err))
 		}
@@ -118,42 +128,50 @@ func (d *Disrupter) pass(ctx context.Context, inv *invocation, sum *Summary) (ti
 	if err := d.stampPools(ctx, in); err != nil {
 		errs = append(errs, err)
 	}
-	expired, err := d.expire(ctx, in)
+	expired, err := d.expire(ctx, in, sum)
 	sum.Expired = append(sum.Expired, expired...)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	repaired, err := d.repair(ctx, in)
+	repaired, err := d.repair(ctx, in, sum)
 	sum.Repaired = append(sum.Repaired, repaired...)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("node repair: %w", err))
 	}
-	impaired, err := d.instanceStatus(ctx, inv, in)
+	impaired, err := d.instanceStatus(ctx, inv, in, sum)
 	sum.Impaired = append(sum.Impaired, impaired...)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("instance status: %w", err))
 	}
-	if err := d.demote(ctx, in); err != nil {
-		errs = append(errs, err)
+	if !d.shadow() {
+		if err := d.demote(ctx, in); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	scaled, err := d.scaleDown(ctx, in)
+	scaled, err := d.scaleDown(ctx, in, sum)
 	sum.ScaledDown = append(sum.ScaledDown, scaled...)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	cmds := disruption.Commands(snap)
-	untainted, err := d.cleanupStale(ctx, snap, cmds)
-	sum.Untainted = append(sum.Untainted, untainted...)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if len(untainted) > 0 {
-		sim = planning.SimulationInput(snap, nil, classes)
-	}
-	in = d.input(snap, sim, classes, inv)
-	next, changed, proposed, err := d.advance(ctx, in, sess, cmds, sum)
-	if err != nil {
-		errs = append(errs, err)
+	// Shadow mode: no command of Karpless's is in flight, and the
+	// disrupted taints are Karpenter's.
+	var next time.Time
+	var changed, proposed bool
+	if !d.shadow() {
+		cmds := disruption.Commands(snap)
+		untainted, err := d.cleanupStale(ctx, snap, cmds)
+		sum.Untainted = append(sum.Untainted, untainted...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if len(untainted) > 0 {
+			sim = planning.SimulationInput(snap, nil, classes)
+		}
+		in = d.input(snap, sim, classes, inv)
+		next, changed, proposed, err = d.advance(ctx, in, sess, cmds, sum)
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(expired) > 0 || len(scaled) > 0 || len(repaired) > 0 {
 		changed = true
@@ -258,6 +276,12 @@ func (d *Disrupter) applyStatus(ctx context.Context, in *disruption.Input) (int,
 	now := metav1.NewTime(d.Clock.Now())
 	for _, ch := range disruption.StatusChanges(in) {
 		nc := ch.NodeClaim
+		if d.shadow() {
+			// Karpenter writes its claims' conditions; the pass keeps
+			// its own view in memory for its decisions.
+			shadowStatus(nc, ch, now)
+			continue
+		}
 		if len(ch.Annotations) > 0 {
 			vals := map[string]*string{}
 			for k, v := range ch.Annotations {
@@ -303,6 +327,9 @@ func (d *Disrupter) applyStatus(ctx context.Context, in *disruption.Input) (int,
 func (d *Disrupter) stampPools(ctx context.Context, in *disruption.Input) error {
 	d.reportPools(in) // karpenter_nodepools_usage and _limit (poolmetrics.go)
 	var errs []error
+	if d.shadow() {
+		return d.stampPoolsInMemory(in)
+	}
 	classes := map[string]*awsv1.EC2NodeClass{}
 	for _, c := range in.Cluster.NodeClasses {
 		classes[c.Name] = c
@@ -330,10 +357,24 @@ func (d *Disrupter) stampPools(ctx context.Context, in *disruption.Input) error 
 }
 
 // expire deletes NodeClaims past their expireAfter (forceful: no budget).
-func (d *Disrupter) expire(ctx context.Context, in *disruption.Input) ([]string, error) {
+// A shadow pass records them.
+func (d *Disrupter) expire(ctx context.Context, in *disruption.Input, sum *Summary) ([]string, error) {
 	var out []string
 	var errs []error
 	now := metav1.NewTime(d.Clock.Now())
+	if d.shadow() {
+		for _, e := range disruption.Expirations(in) {
+			d.decided(sum, shadow.Deletion(shadow.KindExpire, e.NodeClaim, claimPrice(in, e.NodeClaim.Name),
+				"expireAfter elapsed at "+e.ExpiredAt.UTC().Format(time.RFC3339)))
+		}
+		for _, nc := range disruption.CapacityBlockExpirations(in) {
+			if nc.DeletionTimestamp == nil {
+				d.decided(sum, shadow.Deletion(shadow.KindExpire, nc, claimPrice(in, nc.Name),
+					"capacity block "+nc.Labels[wellknown.CapacityReservationIDLabel]+" ends"))
+			}
+		}
+		return nil, nil
+	}
 	for _, e := range disruption.Expirations(in) {
 		nc := e.NodeClaim
 		err := d.Kube.UpdateNodeClaimStatus(ctx, nc, func(c *karpv1.NodeClaim) {
@@ -472,6 +513,14 @@ func (d *Disrupter) decide(ctx context.Context, in *disruption.Input, sess Sessi
 	if cmd == nil {
 		return time.Time{}, nil
 	}
+	if d.shadow() {
+		// Recorded as soon as computed, without the proposal's wait
+		// and validation: nothing carries it out.
+		d.decided(sum, shadow.Command(cmd))
+		sum.Commands = append(sum.Commands, Command{Method: string(cmd.Method), Reason: string(cmd.Reason()), Decision: cmd.Decision(),
+			Candidates: cmd.CandidateNames(), Action: "shadow", Why: cmd.Why, PriceBefore: cmd.PriceBefore, PriceAfter: cmd.PriceAfter})
+		return time.Time{}, nil
+	}
 	rec := disruption.NewRecord(cmd, d.Clock.Now())
 	if cmd.Method.ValidationDelay() == 0 {
 		return d.Clock.Now(), d.execute(ctx, in, rec, cmd, sess, sum)
@@ -525,7 +574,7 @@ func (d *Disrupter) report(plan *disruption.Plan, start time.Time) {
 			if r.Err != nil {
 				d.Log.Error("invalid disruption budget; the nodepool is not disrupted", "nodepool", pool, "error", r.Err)
 			}
-			if r.Allowed == 0 && r.Total > 0 {
+			if r.Allowed == 0 && r.Total > 0 && !d.shadow() {
 				obj := record.Object{Kind: "NodePool", APIVersion: karpv1.SchemeGroupVersion.String(), Name: pool}
 				d.Events.Normal(obj, "DisruptionBlocked", "No allowed disruptions for disruption reason %s due to blocking budget", reason)
 			}
@@ -550,6 +599,9 @@ func (d *Disrupter) report(plan *disruption.Plan, start time.Time) {
 				d.Events.Normal(record.Object{Kind: "Node", APIVersion: "v1", Name: n.Node}, reason, "%s%s", prefix, n.Message)
 			}
 		}
+	}
+	if d.shadow() {
+		return // Karpenter tells its nodes and claims why
 	}
 	notes(plan.Blocked, "DisruptionBlocked", "")
 	notes(plan.Unconsolidatable, "Unconsolidatable", "")
@@ -584,4 +636,55 @@ func instanceFacts(ctx context.Context, api EC2, cluster string) (map[string]dis
 		}
 	}
 	return out, nil
+}
+
+// shadowStatus applies a status change to the pass's copy of the claim
+// only (shadow mode).
+func shadowStatus(nc *karpv1.NodeClaim, ch disruption.ClaimStatus, now metav1.Time) {
+	if len(ch.Annotations) > 0 {
+		nc.Annotations = maps.Clone(nc.Annotations)
+		if nc.Annotations == nil {
+			nc.Annotations = map[string]string{}
+		}
+		maps.Copy(nc.Annotations, ch.Annotations)
+	}
+	for _, cond := range ch.Set {
+		nc.SetCondition(cond.Type, cond.Status, cond.Reason, cond.Message, now)
+	}
+	for _, t := range ch.Clear {
+		meta.RemoveStatusCondition(&nc.Status.Conditions, t)
+	}
+	if !ch.LastPodEventTime.IsZero() {
+		nc.Status.LastPodEventTime = metav1.NewTime(ch.LastPodEventTime)
+	}
+}
+
+// stampPoolsInMemory sets the drift hashes on the pass's copies of the
+// NodePools (shadow mode: Karpenter stamps its NodePools).
+func (d *Disrupter) stampPoolsInMemory(in *disruption.Input) error {
+	hashes := disruption.PoolHashes(in)
+	for _, np := range in.Cluster.NodePools {
+		h, ok := hashes[np.Name]
+		if !ok {
+			continue
+		}
+		np.Annotations = maps.Clone(np.Annotations)
+		if np.Annotations == nil {
+			np.Annotations = map[string]string{}
+		}
+		np.Annotations[wellknown.NodePoolHashAnnotation] = h
+		np.Annotations[wellknown.NodePoolHashVersionAnnotation] = wellknown.NodePoolHashVersion
+	}
+	return nil
+}
+
+// claimPrice is the $/h the pass's simulation knows for a claim (0 when
+// unknown).
+func claimPrice(in *disruption.Input, name string) float64 {
+	for _, n := range in.Simulation.Nodes {
+		if n.NodeClaim == name {
+			return n.Price
+		}
+	}
+	return 0
 }

@@ -3,7 +3,9 @@ package disrupt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"time"
 	"unicode"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +14,7 @@ import (
 	"github.com/karpless/karpless/shared/core/repair"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/function/record"
+	"github.com/karpless/karpless/shared/function/shadow"
 )
 
 // repair replaces the nodes unhealthy past their toleration, as
@@ -21,7 +24,7 @@ import (
 // pods' capacity. Both writes are idempotent: a tick killed between them,
 // or a second one, finds the annotation and deletes, or finds the claim
 // already deleting and does nothing more.
-func (d *Disrupter) repair(ctx context.Context, in *disruption.Input) ([]string, error) {
+func (d *Disrupter) repair(ctx context.Context, in *disruption.Input, sum *Summary) ([]string, error) {
 	if !d.Config.NodeRepair {
 		return nil, nil
 	}
@@ -29,6 +32,15 @@ func (d *Disrupter) repair(ctx context.Context, in *disruption.Input) ([]string,
 		Nodes: in.Cluster.Nodes, NodeClaims: in.Cluster.NodeClaims,
 		Policies: repair.AWSPolicies(), Now: d.Clock.Now(),
 	})
+	if d.shadow() {
+		for _, r := range plan.Repairs {
+			if r.NodeClaim.DeletionTimestamp == nil {
+				d.decided(sum, shadow.Deletion(shadow.KindRepair, r.NodeClaim, claimPrice(in, r.NodeClaim.Name),
+					fmt.Sprintf("node %s %s=%s since %s", r.Node.Name, r.Condition.Type, r.Condition.Status, r.Condition.LastTransitionTime.UTC().Format(time.RFC3339))))
+			}
+		}
+		return nil, nil
+	}
 	for _, b := range plan.Blocked {
 		// Karpenter publishes it on the node (deduplicated per node,
 		// claim and pool for 15 minutes; here once per tick).

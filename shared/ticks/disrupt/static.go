@@ -3,6 +3,7 @@ package disrupt
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/karpless/karpless/shared/core/static"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/function/record"
+	"github.com/karpless/karpless/shared/function/shadow"
 )
 
 // overprovisioned is Karpenter's reason for a static NodePool's scale-down.
@@ -20,7 +22,7 @@ const overprovisioned = "overprovisioned"
 // any deleted claim. Like Karpenter's, it is not a voluntary disruption:
 // no budget holds it back. A claim deleted is no longer active, so a pass
 // killed halfway, or run twice, deletes no more than the excess.
-func (d *Disrupter) scaleDown(ctx context.Context, in *disruption.Input) ([]string, error) {
+func (d *Disrupter) scaleDown(ctx context.Context, in *disruption.Input, sum *Summary) ([]string, error) {
 	var out []string
 	var errs []error
 	now := metav1.NewTime(d.Clock.Now())
@@ -30,6 +32,13 @@ func (d *Disrupter) scaleDown(ctx context.Context, in *disruption.Input) ([]stri
 		}
 		d.Log.Info("scaling static nodepool down", "nodepool", sp.NodePool.Name, "replicas", sp.Replicas, "active", sp.Count.Active, "deleting", len(sp.Delete))
 		for _, nc := range sp.Delete {
+			if d.shadow() {
+				price := claimPrice(in, nc.Name)
+				dec := shadow.Deletion(shadow.KindScaleDown, nc, price, fmt.Sprintf("static nodepool %s scaled to %d", sp.NodePool.Name, sp.Replicas))
+				dec.Savings = price
+				d.decided(sum, dec)
+				continue
+			}
 			if err := d.Kube.DeleteNodeClaim(ctx, nc); err != nil {
 				errs = append(errs, err)
 				continue

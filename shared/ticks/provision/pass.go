@@ -17,6 +17,7 @@ import (
 	"github.com/karpless/karpless/shared/core/planning"
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/function/record"
+	"github.com/karpless/karpless/shared/function/shadow"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/kube/eksauth"
 	"github.com/karpless/karpless/shared/kube/lease"
@@ -45,6 +46,8 @@ type invocation struct {
 
 type passResult struct {
 	pending, created, launched, unschedulable int
+	// decisions are the launches a shadow pass recorded.
+	decisions int
 	lifecycle                                 lifecycle.Summary
 	snapshotBytes                             int64
 	// work is true when something is in motion: pods waiting or claims
@@ -88,29 +91,42 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 		return res, err
 	}
 	defer inv.cloud.Close(ctx)
-	var errs []error
-	// A class whose finalization fails now (one throttled call) keeps its
-	// finalizer until a later pass: nothing else waits for it.
-	if err := p.finalizeNodeClasses(ctx, inv, snap.NodeClasses, snap.NodeClaims); err != nil {
-		errs = append(errs, err)
-		p.Log.Warn("running the ec2nodeclass finalizer", "error", err)
+	if p.shadow() {
+		defer p.Decisions.Flush(context.WithoutCancel(ctx))
 	}
-	// A class that cannot be resolved now (one throttled call) keeps the
-	// status it last resolved to: the other classes, and the claims of
-	// this one, go on.
-	if err := p.resolveNodeClasses(ctx, inv, snap.NodeClasses); err != nil {
-		errs = append(errs, err)
-		p.Log.Warn("resolving ec2nodeclasses; using their last resolved status", "error", err)
+	var errs []error
+	// Shadow mode: the EC2NodeClasses' finalizer and status are
+	// Karpenter's to write; the pass decides with the status Karpenter
+	// resolved.
+	if !p.shadow() {
+		// A class whose finalization fails now (one throttled call) keeps
+		// its finalizer until a later pass: nothing else waits for it.
+		if err := p.finalizeNodeClasses(ctx, inv, snap.NodeClasses, snap.NodeClaims); err != nil {
+			errs = append(errs, err)
+			p.Log.Warn("running the ec2nodeclass finalizer", "error", err)
+		}
+		// A class that cannot be resolved now (one throttled call) keeps
+		// the status it last resolved to: the other classes, and the
+		// claims of this one, go on.
+		if err := p.resolveNodeClasses(ctx, inv, snap.NodeClasses); err != nil {
+			errs = append(errs, err)
+			p.Log.Warn("resolving ec2nodeclasses; using their last resolved status", "error", err)
+		}
 	}
 	if err := inv.cloud.Use(ctx, snap.NodeClasses); err != nil {
 		return res, errors.Join(append(errs, err)...)
 	}
 	inv.overlays = overlays{items: snap.NodeOverlays, pools: snap.NodePools}
-	p.recordOverlays(ctx, snap.NodeOverlays, inv.applyOverlays())
-	lr, err := p.reconcileClaims(ctx, inv, snap.NodeClaims, snap.Nodes)
-	res.lifecycle = lr.lifecycle
-	if err != nil {
-		errs = append(errs, err)
+	applied := inv.applyOverlays()
+	if !p.shadow() {
+		p.recordOverlays(ctx, snap.NodeOverlays, applied)
+		// Shadow mode: every NodeClaim is Karpenter's to launch,
+		// register and initialize.
+		lr, err := p.reconcileClaims(ctx, inv, snap.NodeClaims, snap.Nodes)
+		res.lifecycle = lr.lifecycle
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	// Static NodePools first: the claims they create are durable and
 	// launched at once, and the simulation below reads them back as
@@ -122,7 +138,9 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 	res.pending = len(pending)
 	res.work = res.work || len(pending) > 0 || res.lifecycle.InFlight > 0
 	bufs := buffer.Resolve(snap, metav1.NewTime(p.Clock.Now()))
-	defer func() { p.recordBuffers(ctx, bufs, &res.buffers) }()
+	if !p.shadow() {
+		defer func() { p.recordBuffers(ctx, bufs, &res.buffers) }()
+	}
 	pending = withBuffers(pending, bufs)
 	if len(pending) == 0 {
 		return res, errors.Join(errs...)
@@ -191,12 +209,17 @@ func (p *Provisioner) provisionRound(ctx context.Context, inv *invocation, snap 
 			continue
 		}
 		res.unschedulable++
-		p.Events.Warning(record.ObjectOf(podGVK, e.Pod), "FailedScheduling", "Failed to schedule pod, %s", e.Reason)
+		if !p.shadow() { // Karpenter tells the pods in shadow mode
+			p.Events.Warning(record.ObjectOf(podGVK, e.Pod), "FailedScheduling", "Failed to schedule pod, %s", e.Reason)
+		}
 	}
 	if len(deferred) > 0 {
 		p.Log.Info("deferring pods to a later simulation: the reserved capacity they can use is held", "pods", len(deferred))
 	}
 	for node, pods := range results.Existing {
+		if p.shadow() {
+			break
+		}
 		for _, pod := range buffer.WithoutVirtual(pods) {
 			p.Events.Normal(record.ObjectOf(podGVK, pod), "Nominated", "Pod should schedule on: %s", node)
 		}
@@ -205,7 +228,7 @@ func (p *Provisioner) provisionRound(ctx context.Context, inv *invocation, snap 
 	for _, np := range snap.NodePools {
 		pools[np.Name] = np
 	}
-	created, err := p.createClaims(ctx, inv, pools, results.NewNodeClaims, res)
+	created, err := p.createClaims(ctx, inv, pools, results.NewNodeClaims, "provisioning", res)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -264,8 +287,13 @@ func (p *Provisioner) resolveNodeClasses(ctx context.Context, inv *invocation, n
 
 // createClaims creates the NodeClaim of each simulated claim (the one way
 // a pass creates claims), checking the lease before each. It returns the
-// claims created.
-func (p *Provisioner) createClaims(ctx context.Context, inv *invocation, pools map[string]*karpv1.NodePool, news []*scheduling.NewNodeClaim, res *passResult) ([]*karpv1.NodeClaim, error) {
+// claims created. In shadow mode it records each as a decision (reason
+// says why it is wanted: provisioning or static) and creates none.
+func (p *Provisioner) createClaims(ctx context.Context, inv *invocation, pools map[string]*karpv1.NodePool, news []*scheduling.NewNodeClaim, reason string, res *passResult) ([]*karpv1.NodeClaim, error) {
+	if p.shadow() {
+		p.recordLaunches(news, reason, res)
+		return nil, nil
+	}
 	var errs []error
 	var created []*karpv1.NodeClaim
 	for _, n := range news {
@@ -294,4 +322,26 @@ func (p *Provisioner) createClaims(ctx context.Context, inv *invocation, pools m
 		}
 	}
 	return created, errors.Join(errs...)
+}
+
+// recordLaunches records the launches a shadow pass decided: one decision
+// per simulated claim (a static NodePool's identical claims as one, with
+// their count).
+func (p *Provisioner) recordLaunches(news []*scheduling.NewNodeClaim, reason string, res *passResult) {
+	count := map[*scheduling.NewNodeClaim]int{}
+	var order []*scheduling.NewNodeClaim
+	for _, n := range news {
+		if count[n] == 0 {
+			order = append(order, n)
+		}
+		count[n]++
+	}
+	for _, n := range order {
+		d := shadow.Launch(n, reason)
+		if count[n] > 1 {
+			d.Count = count[n]
+		}
+		p.Decisions.Record(d, p.Events)
+		res.decisions++
+	}
 }

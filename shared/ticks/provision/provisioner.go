@@ -27,6 +27,7 @@ import (
 	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/function/record"
+	"github.com/karpless/karpless/shared/function/shadow"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/kube/eksauth"
 	"k8s.io/utils/clock"
@@ -70,6 +71,12 @@ type Provisioner struct {
 	// OffSchedule marks a Run the watcher started, not the schedule: it
 	// observes no pod timings, which the scheduled ticks' windows tile.
 	OffSchedule bool
+	// Decisions, in shadow mode (MODE=shadow), records the NodeClaims a
+	// pass would create and launch instead of creating them, and the pass
+	// writes nothing of Karpenter's: no EC2NodeClass status or finalizer,
+	// no NodeOverlay or CapacityBuffer status, no lifecycle step of any
+	// NodeClaim (they are Karpenter's), no Event on pods. Nil acts.
+	Decisions *shadow.Recorder
 }
 
 // Summary is what a tick did, for logs and tests.
@@ -85,6 +92,9 @@ type Summary struct {
 	Initialized       int           `json:"initialized"`
 	Retired           int           `json:"retired"`
 	Unschedulable     int           `json:"unschedulable"`
+	// ShadowDecisions counts the launches a shadow pass recorded instead
+	// of creating them.
+	ShadowDecisions int `json:"shadowDecisions,omitempty"`
 	SnapshotBytes     int64         `json:"snapshotBytes"`
 	Duration          time.Duration `json:"duration"`
 	Errors            []string      `json:"errors,omitempty"`
@@ -99,6 +109,7 @@ func (s *Summary) add(p passResult) {
 	s.Initialized += p.lifecycle.Initialized
 	s.Retired += p.lifecycle.Retired
 	s.Unschedulable = p.unschedulable
+	s.ShadowDecisions += p.decisions
 	s.SnapshotBytes += p.snapshotBytes
 }
 
@@ -126,6 +137,9 @@ func (p *Provisioner) openCloud(ctx context.Context, inv *invocation) error {
 	inv.cloud = c
 	return nil
 }
+
+// shadow reports whether the pass only records its decisions.
+func (p *Provisioner) shadow() bool { return p.Decisions != nil }
 
 func (p *Provisioner) validate() error {
 	switch {

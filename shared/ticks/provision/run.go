@@ -216,6 +216,9 @@ func (p *Provisioner) watch(ctx context.Context, l *lease.Lease, inv *invocation
 // advance runs the lifecycle on NodeClaims that are not initialized yet,
 // reading only NodeClaims, Nodes and node classes, not a whole snapshot.
 func (p *Provisioner) advance(ctx context.Context, inv *invocation, sum *Summary) error {
+	if p.shadow() {
+		return nil // Karpenter's claims: Karpenter advances them
+	}
 	claims, err := kube.AllNodeClaims(ctx, p.Kube)
 	if err != nil {
 		return err

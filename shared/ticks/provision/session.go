@@ -70,6 +70,11 @@ func (s *Session) Classes() map[string]*scheduling.NodeClass { return s.inv.clou
 // but leave the claim in place for a later launch.
 func (s *Session) CreateAndLaunch(ctx context.Context, claims []planning.NewClaim) ([]*karpv1.NodeClaim, error) {
 	p := s.p
+	if p.shadow() {
+		// The disruption tick records its commands instead of executing
+		// them; nothing should get here.
+		return make([]*karpv1.NodeClaim, len(claims)), errors.New("shadow mode: no nodeclaim is created")
+	}
 	pools := map[string]*karpv1.NodePool{}
 	list, err := p.Kube.NodePools.List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -133,6 +138,9 @@ func (s *Session) CreateAndLaunch(ctx context.Context, claims []planning.NewClai
 // Advance takes one lifecycle step (launch, register, initialize) on each
 // of claims, given the cluster's nodes, as the provisioner's tick would.
 func (s *Session) Advance(ctx context.Context, claims []*karpv1.NodeClaim, nodes []*corev1.Node) (lifecycle.Summary, error) {
+	if s.p.shadow() {
+		return lifecycle.Summary{}, nil
+	}
 	r, err := s.p.reconcileClaims(ctx, s.inv, claims, nodes)
 	return r.lifecycle, err
 }

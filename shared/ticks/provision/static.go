@@ -35,7 +35,7 @@ func (p *Provisioner) keepStatic(ctx context.Context, inv *invocation, snap *clu
 		return nil
 	}
 	res.work = true
-	created, err := p.createClaims(ctx, inv, pools, news, res)
+	created, err := p.createClaims(ctx, inv, pools, news, "static", res)
 	before := inv.cloud.Launched()
 	lerr := inv.cloud.LaunchAll(ctx, created)
 	res.launched += inv.cloud.Launched() - before

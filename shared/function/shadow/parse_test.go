@@ -17,8 +17,8 @@ func TestParseLogs(t *testing.T) {
 	tail := "2026-11-27T10:00:00.123000+00:00 2026/11/27/[$LATEST]abc " + sampleLine
 	events, _ := json.Marshal(map[string]any{"events": []map[string]any{{"message": sampleLine}, {"message": `{"msg":"provisioning tick done"}`}}})
 	for name, in := range map[string]string{
-		"lines": sampleLine + "\n" + `{"msg":"provisioning pass done"}` + "\nnot json\n\n",
-		"tail":  tail + "\n" + "2026-11-27T10:00:01 stream START RequestId: 1\n",
+		"lines":             sampleLine + "\n" + `{"msg":"provisioning pass done"}` + "\nnot json\n\n",
+		"tail":              tail + "\n" + "2026-11-27T10:00:01 stream START RequestId: 1\n",
 		"filter-log-events": string(events),
 	} {
 		ds, others, err := ParseLogs(strings.NewReader(in))
@@ -31,7 +31,7 @@ func TestParseLogs(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{
-		`{"decision":{"kind":"launch"}}`,                              // no time
+		`{"decision":{"kind":"launch"}}`,                             // no time
 		`{"decision":{"kind":"reboot","at":"2026-11-27T10:00:00Z"}}`, // no such kind
 		`{"decision":"launch"}`, `{"decision":null}`, `{"decision":{`, "decision",
 	} {

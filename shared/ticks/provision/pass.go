@@ -47,9 +47,9 @@ type invocation struct {
 type passResult struct {
 	pending, created, launched, unschedulable int
 	// decisions are the launches a shadow pass recorded.
-	decisions int
-	lifecycle                                 lifecycle.Summary
-	snapshotBytes                             int64
+	decisions     int
+	lifecycle     lifecycle.Summary
+	snapshotBytes int64
 	// work is true when something is in motion: pods waiting or claims
 	// not yet initialized. Only then does the tick keep watching.
 	work bool

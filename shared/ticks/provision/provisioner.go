@@ -83,21 +83,21 @@ type Provisioner struct {
 type Summary struct {
 	Skipped string `json:"skipped,omitempty"`
 	// Paused: the pause switch was on; the tick did nothing.
-	Paused            bool          `json:"paused,omitempty"`
-	Passes            int           `json:"passes"`
-	PendingPods       int           `json:"pendingPods"`
-	NodeClaimsCreated int           `json:"nodeClaimsCreated"`
-	Launched          int           `json:"launched"`
-	Registered        int           `json:"registered"`
-	Initialized       int           `json:"initialized"`
-	Retired           int           `json:"retired"`
-	Unschedulable     int           `json:"unschedulable"`
+	Paused            bool `json:"paused,omitempty"`
+	Passes            int  `json:"passes"`
+	PendingPods       int  `json:"pendingPods"`
+	NodeClaimsCreated int  `json:"nodeClaimsCreated"`
+	Launched          int  `json:"launched"`
+	Registered        int  `json:"registered"`
+	Initialized       int  `json:"initialized"`
+	Retired           int  `json:"retired"`
+	Unschedulable     int  `json:"unschedulable"`
 	// ShadowDecisions counts the launches a shadow pass recorded instead
 	// of creating them.
-	ShadowDecisions int `json:"shadowDecisions,omitempty"`
-	SnapshotBytes     int64         `json:"snapshotBytes"`
-	Duration          time.Duration `json:"duration"`
-	Errors            []string      `json:"errors,omitempty"`
+	ShadowDecisions int           `json:"shadowDecisions,omitempty"`
+	SnapshotBytes   int64         `json:"snapshotBytes"`
+	Duration        time.Duration `json:"duration"`
+	Errors          []string      `json:"errors,omitempty"`
 }
 
 func (s *Summary) add(p passResult) {

@@ -138,11 +138,6 @@ func (d *Disrupter) pass(ctx context.Context, inv *invocation, sum *Summary) (ti
 	if err != nil {
 		errs = append(errs, fmt.Errorf("node repair: %w", err))
 	}
-	impaired, err := d.instanceStatus(ctx, inv, in, sum)
-	sum.Impaired = append(sum.Impaired, impaired...)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("instance status: %w", err))
-	}
 	if !d.shadow() {
 		if err := d.demote(ctx, in); err != nil {
 			errs = append(errs, err)
@@ -183,7 +178,15 @@ func (d *Disrupter) pass(ctx context.Context, inv *invocation, sum *Summary) (ti
 		}
 		next = earliest(next, n)
 	}
-	if changed {
+	// EC2's view of the instances last: its three reads come after the
+	// pass's writes, so a tick cut short spends its calls on moving what
+	// is in flight first.
+	impaired, err := d.instanceStatus(ctx, inv, in, sum)
+	sum.Impaired = append(sum.Impaired, impaired...)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("instance status: %w", err))
+	}
+	if changed || len(impaired) > 0 {
 		next = earliest(next, d.Clock.Now())
 	}
 	if ts.InFlight > 0 {

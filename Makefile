@@ -83,7 +83,7 @@ vet:
 ## plane) beside the rest: the tests SHARDS names for the package, and the
 ## others.
 SLOW_TESTS := ./shared/ticks/interrupt ./shared/local/soak ./shared/ticks/termination ./shared/local/demo ./shared/ticks/bootstrap
-SHARDS := shared/ticks/provision='^Test(Killed|Static|Buffer)' shared/ticks/disrupt='^Test(Crash|Kill|Buffer|Abandon|Stale)'
+SHARDS := shared/ticks/provision='^Test(Killed|Static|Buffer)' shared/ticks/disrupt='^Test(Crash|Kill|Buffer|Abandon|Stale|ConsolidationInto|ConsolidationUses)'
 TEST_FLAGS := -count=1 -timeout 25m
 test: kube vet check-generated synth
 	@export KARPLESS_REQUIRE_KUBE=1 CDK_VALIDATION=false; \

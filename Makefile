@@ -78,12 +78,12 @@ vet:
 ## test: everything CI runs. Integration tests need the control plane; with
 ## KARPLESS_REQUIRE_KUBE=1 a missing one is a failure, never a silent skip.
 ## The longest suites are named first: go test starts packages in the order
-## given, so they no longer start last and set the wall time alone. The
-## three longest packages (provisioning, disruption, the soak's two CI seeds)
-## run as two processes each (each with its own control plane) beside the
-## rest: the tests SHARDS names for the package, and the others.
-SLOW_TESTS := ./shared/ticks/interrupt ./shared/ticks/termination ./shared/local/demo ./shared/ticks/bootstrap
-SHARDS := shared/ticks/provision='^Test(Killed|Static|Buffer)' shared/ticks/disrupt='^Test(Crash|Kill|Buffer|Abandon|Stale|ConsolidationInto|ConsolidationUses)' shared/local/soak='^TestSoakCI$$'
+## given, so they no longer start last and set the wall time alone. The two
+## longest packages run as two processes each (each with its own control
+## plane) beside the rest: the tests SHARDS names for the package, and the
+## others.
+SLOW_TESTS := ./shared/ticks/interrupt ./shared/local/soak ./shared/ticks/termination ./shared/local/demo ./shared/ticks/bootstrap
+SHARDS := shared/ticks/provision='^Test(Killed|Static|Buffer)' shared/ticks/disrupt='^Test(Crash|Kill|Buffer|Abandon|Stale|ConsolidationInto|ConsolidationUses)'
 TEST_FLAGS := -count=1 -timeout 25m
 test: kube vet check-generated synth
 	@export KARPLESS_REQUIRE_KUBE=1 CDK_VALIDATION=false; \

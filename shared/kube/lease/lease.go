@@ -293,14 +293,21 @@ func (l *Lease) spec(acquire, renew metav1.MicroTime, transitions int32) coordin
 }
 
 func (l *Lease) expired(cur *coordinationv1.Lease) bool {
+	return Expired(cur, l.clock.Now(), l.duration)
+}
+
+// Expired reports whether a lease read as cur no longer binds at now: never
+// renewed, or its duration (fallback when it states none) passed since its
+// last renewal. A reader that only watches the lease judges it this way.
+func Expired(cur *coordinationv1.Lease, now time.Time, fallback time.Duration) bool {
 	if cur.Spec.RenewTime == nil {
 		return true
 	}
-	d := l.duration
+	d := fallback
 	if cur.Spec.LeaseDurationSeconds != nil {
 		d = time.Duration(*cur.Spec.LeaseDurationSeconds) * time.Second
 	}
-	return !l.clock.Now().Before(cur.Spec.RenewTime.Add(d))
+	return !now.Before(cur.Spec.RenewTime.Add(d))
 }
 
 func ptrStr(s *string) string {

@@ -386,3 +386,23 @@ func (w *World) cleanup() {
 	_ = cms.Delete(ctx, pricing.ConfigMapName, metav1.DeleteOptions{})
 	_ = c.Core.CoordinationV1().Leases(config.DefaultNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 }
+
+// AWSBackoff is the time the SDK's backoff took in calls: from each
+// throttled (429, RequestLimitExceeded, ThrottlingException) or failed
+// (5xx) answer to the next call of the same action. Reaction tests take it
+// off their figures as a wait the world imposed.
+func AWSBackoff(calls []emulator.Call) time.Duration {
+	var d time.Duration
+	for i, c := range calls {
+		if c.Status < 500 && c.Status != 429 && c.Code != "RequestLimitExceeded" && c.Code != "ThrottlingException" {
+			continue
+		}
+		for _, next := range calls[i+1:] {
+			if next.Service == c.Service && next.Action == c.Action {
+				d += next.At.Sub(c.At)
+				break
+			}
+		}
+	}
+	return d
+}

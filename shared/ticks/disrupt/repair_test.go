@@ -27,21 +27,20 @@ func (w *world) repairPass(on bool) disrupt.Summary {
 	return s
 }
 
-// repairBlocked lists the nodes with a NodeRepairBlocked Event.
+// repairBlocked lists the nodes with a NodeRepairBlocked Warning.
 func (w *world) repairBlocked() []string {
 	w.t.Helper()
-	evs, err := w.e.Clients.Core.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	var out []string
-	for _, e := range evs.Items {
-		if e.Reason == "NodeRepairBlocked" && e.InvolvedObject.Kind == "Node" && e.Type == corev1.EventTypeWarning && !slices.Contains(out, e.InvolvedObject.Name) {
-			out = append(out, e.InvolvedObject.Name)
+	return w.eventsFor("NodeRepairBlocked", "Node", corev1.EventTypeWarning)
+}
+
+// claimOf is the NodeClaim of the instance with providerID, or nil.
+func (w *world) claimOf(providerID string) *karpv1.NodeClaim {
+	for _, nc := range w.claims() {
+		if nc.Status.ProviderID == providerID {
+			return &nc
 		}
 	}
-	slices.Sort(out)
-	return out
+	return nil
 }
 
 // TestNodeRepair: of a NodePool's three nodes, two have been not Ready
@@ -71,14 +70,6 @@ func TestNodeRepair(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	claimOf := func(pid string) *karpv1.NodeClaim {
-		for _, nc := range w.claims() {
-			if nc.Status.ProviderID == pid {
-				return &nc
-			}
-		}
-		return nil
-	}
 
 	if s := w.repairPass(false); len(s.Repaired) > 0 || !w.noneDeleting() {
 		t.Fatalf("NODE_REPAIR off repaired %v", s.Repaired)
@@ -95,12 +86,12 @@ func TestNodeRepair(t *testing.T) {
 	if err := w.emu.SetNodeCondition(ctx, recovering.ID, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}); err != nil {
 		t.Fatal(err)
 	}
-	sickClaim := claimOf(sick.ProviderID())
+	sickClaim := w.claimOf(sick.ProviderID())
 	s := w.repairPass(true)
 	if !slices.Equal(s.Repaired, []string{sickClaim.Name}) {
 		t.Fatalf("repaired %v, want %s", s.Repaired, sickClaim.Name)
 	}
-	nc := claimOf(sick.ProviderID())
+	nc := w.claimOf(sick.ProviderID())
 	if nc == nil || nc.DeletionTimestamp == nil || nc.Annotations[wellknown.NodeClaimTerminationTimestampAnnotation] == "" {
 		t.Fatalf("repaired claim not deleting with a termination timestamp: %+v", nc)
 	}
@@ -118,7 +109,7 @@ func TestNodeRepair(t *testing.T) {
 		w.step(time.Second)
 		time.Sleep(settleSleep)
 	}
-	if nc := claimOf(recovering.ProviderID()); nc == nil || nc.DeletionTimestamp != nil {
+	if nc := w.claimOf(recovering.ProviderID()); nc == nil || nc.DeletionTimestamp != nil {
 		t.Errorf("the recovered node's claim was deleted")
 	}
 	if n := len(w.live()); n != 3 {
@@ -154,15 +145,7 @@ func TestInstanceStatus(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	claimOf := func(pid string) *karpv1.NodeClaim {
-		for _, nc := range w.claims() {
-			if nc.Status.ProviderID == pid {
-				return &nc
-			}
-		}
-		return nil
-	}
-	retiringClaim, brokenClaim := claimOf(retiring.ProviderID()), claimOf(broken.ProviderID())
+	retiringClaim, brokenClaim := w.claimOf(retiring.ProviderID()), w.claimOf(broken.ProviderID())
 
 	// The event counts at once, without cutting the grace period; the
 	// failed check not yet (node repair being off changes nothing).
@@ -173,12 +156,12 @@ func TestInstanceStatus(t *testing.T) {
 	if !slices.Equal(impaired, []string{retiringClaim.Name}) {
 		t.Fatalf("impaired %v, want %s", impaired, retiringClaim.Name)
 	}
-	if nc := claimOf(retiring.ProviderID()); nc == nil || nc.DeletionTimestamp == nil {
+	if nc := w.claimOf(retiring.ProviderID()); nc == nil || nc.DeletionTimestamp == nil {
 		t.Fatalf("the retiring instance's claim is not deleting: %+v", nc)
 	} else if _, cut := nc.Annotations[wellknown.NodeClaimTerminationTimestampAnnotation]; cut {
 		t.Errorf("a scheduled event cut the grace period: %v", nc.Annotations)
 	}
-	if nc := claimOf(broken.ProviderID()); nc == nil || nc.DeletionTimestamp != nil {
+	if nc := w.claimOf(broken.ProviderID()); nc == nil || nc.DeletionTimestamp != nil {
 		t.Fatalf("a check failed for less than two minutes deleted its claim")
 	}
 
@@ -190,10 +173,10 @@ func TestInstanceStatus(t *testing.T) {
 	if !slices.Equal(impaired, []string{brokenClaim.Name}) {
 		t.Fatalf("impaired %v, want %s only (the retiring claim is deleting already)", impaired, brokenClaim.Name)
 	}
-	if nc := claimOf(broken.ProviderID()); nc == nil || nc.DeletionTimestamp == nil || nc.Annotations[wellknown.NodeClaimTerminationTimestampAnnotation] == "" {
+	if nc := w.claimOf(broken.ProviderID()); nc == nil || nc.DeletionTimestamp == nil || nc.Annotations[wellknown.NodeClaimTerminationTimestampAnnotation] == "" {
 		t.Fatalf("the broken instance's claim is not deleting with a termination timestamp: %+v", nc)
 	}
-	if got := w.eventsFor("InstanceUnhealthy", "NodeClaim"); !slices.Contains(got, brokenClaim.Name) || !slices.Contains(got, retiringClaim.Name) {
+	if got := w.eventsFor("InstanceUnhealthy", "NodeClaim", corev1.EventTypeWarning); !slices.Contains(got, brokenClaim.Name) || !slices.Contains(got, retiringClaim.Name) {
 		t.Errorf("InstanceUnhealthy on claims %v", got)
 	}
 
@@ -220,8 +203,9 @@ func TestInstanceStatus(t *testing.T) {
 	w.assertInvariants()
 }
 
-// eventsFor lists the names of the objects of kind with an Event reason.
-func (w *world) eventsFor(reason, kind string) []string {
+// eventsFor lists the names of the objects of kind with an Event reason
+// (of eventType, or any type when it is empty).
+func (w *world) eventsFor(reason, kind, eventType string) []string {
 	w.t.Helper()
 	evs, err := w.e.Clients.Core.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -229,7 +213,7 @@ func (w *world) eventsFor(reason, kind string) []string {
 	}
 	var out []string
 	for _, e := range evs.Items {
-		if e.Reason == reason && e.InvolvedObject.Kind == kind && !slices.Contains(out, e.InvolvedObject.Name) {
+		if e.Reason == reason && e.InvolvedObject.Kind == kind && (eventType == "" || e.Type == eventType) && !slices.Contains(out, e.InvolvedObject.Name) {
 			out = append(out, e.InvolvedObject.Name)
 		}
 	}

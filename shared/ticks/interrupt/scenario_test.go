@@ -518,7 +518,7 @@ func TestReactionTime(t *testing.T) {
 			}
 		}
 		imposed := time.Duration(seen-throttled) * kubechaos.RetryAfter
-		imposed += awsBackoff(calls[:fleet])
+		imposed += testworld.AWSBackoff(calls[:fleet])
 		toFleet = append(toFleet, total)
 		own = append(own, max(total-imposed, 0))
 	}
@@ -539,24 +539,6 @@ func TestReactionTime(t *testing.T) {
 	if toFleet[len(toFleet)-1] > 30*time.Second {
 		t.Errorf("slowest replacement CreateFleet came %s after the message, target under 30 s", toFleet[len(toFleet)-1])
 	}
-}
-
-// awsBackoff is the time between each throttled or failed (5xx) AWS answer
-// and the next call of the same action: the SDK's backoff.
-func awsBackoff(calls []emulator.Call) time.Duration {
-	var d time.Duration
-	for i, c := range calls {
-		if c.Status < 500 && c.Code != "RequestLimitExceeded" && c.Code != "ThrottlingException" {
-			continue
-		}
-		for _, next := range calls[i+1:] {
-			if next.Service == c.Service && next.Action == c.Action {
-				d += next.At.Sub(c.At)
-				break
-			}
-		}
-	}
-	return d
 }
 
 // TestRedeliveryAfterADeathReplacesAtOnce: an invocation deleted the

@@ -151,7 +151,7 @@ func TestReactionFromIdle(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		d := fleet.At.Sub(created)
-		imposed := time.Duration(w.Chaos.Stats()[kubechaos.StatTooManyRequests]-throttled)*kubechaos.RetryAfter + awsBackoff(before)
+		imposed := time.Duration(w.Chaos.Stats()[kubechaos.StatTooManyRequests]-throttled)*kubechaos.RetryAfter + testworld.AWSBackoff(before)
 		raw = append(raw, d)
 		own = append(own, max(d-imposed, 0))
 
@@ -228,22 +228,4 @@ func pct(ds []time.Duration, p float64) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[min(len(s)-1, int(float64(len(s))*p))]
-}
-
-// awsBackoff is the time between each throttled or failed (5xx) AWS answer
-// and the next call of the same action: the SDK's backoff.
-func awsBackoff(calls []emulator.Call) time.Duration {
-	var d time.Duration
-	for i, c := range calls {
-		if c.Status < 500 && c.Status != 429 && c.Code != "RequestLimitExceeded" && c.Code != "ThrottlingException" {
-			continue
-		}
-		for _, next := range calls[i+1:] {
-			if next.Service == c.Service && next.Action == c.Action {
-				d += next.At.Sub(c.At)
-				break
-			}
-		}
-	}
-	return d
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/karpless/karpless/shared/core/podutil"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/kube/lease"
 )
 
 // Invoker starts the provisioner asynchronously with a payload (Lambda's
@@ -173,14 +174,7 @@ func (w *Watcher) Run(ctx context.Context) (Summary, error) {
 
 // holder is the lease's holder at now, "" when free or expired.
 func holder(l *coordinationv1.Lease, now time.Time) string {
-	if l == nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil {
-		return ""
-	}
-	d := timing.DefaultLeaseDuration
-	if l.Spec.LeaseDurationSeconds != nil {
-		d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
-	}
-	if !now.Before(l.Spec.RenewTime.Add(d)) {
+	if l == nil || l.Spec.HolderIdentity == nil || lease.Expired(l, now, timing.DefaultLeaseDuration) {
 		return ""
 	}
 	return *l.Spec.HolderIdentity

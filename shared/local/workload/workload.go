@@ -30,6 +30,8 @@ type Spec struct {
 	ARM64, GPU bool
 	// Namespace of the pods; "default" when empty.
 	Namespace string
+	// NoAntiAffinity makes the hostname anti-affinity fifth plain pods.
+	NoAntiAffinity bool
 }
 
 // Pods builds the batch. The mix is Karpenter's benchmark mix in fifths:
@@ -84,7 +86,10 @@ func Pods(spec Spec) []*corev1.Pod {
 		}}}}
 		pods = append(pods, p)
 	}
-	for i := 0; i < fifth; i++ {
+	for i := 0; i < fifth && spec.NoAntiAffinity; i++ {
+		pods = append(pods, mk("plain", map[string]string{"my-label": randomValue(r)}))
+	}
+	for i := 0; i < fifth && !spec.NoAntiAffinity; i++ {
 		labels := map[string]string{"app": "nginx"}
 		p := mk("anti", labels)
 		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{

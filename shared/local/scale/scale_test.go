@@ -1,0 +1,245 @@
+package scale_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/karpless/karpless/events"
+	"github.com/karpless/karpless/shared/function/config"
+	"github.com/karpless/karpless/shared/local/kubetest"
+	"github.com/karpless/karpless/shared/local/scale"
+	"github.com/karpless/karpless/shared/ticks/disrupt"
+)
+
+var env *kubetest.Env
+
+// No scheduler and no controller manager: the nodes have no kubelet, and
+// the node lifecycle controller would mark them unreachable and evict
+// their pods; nothing here needs either.
+func TestMain(m *testing.M) {
+	os.Exit(kubetest.Run(m, &env, kubetest.Options{}))
+}
+
+// What the stack deploys (infra/stack): each invocation runs under the
+// function's timeout and GOMEMLIMIT (80% of 512 MiB).
+const (
+	tickTimeout         = 70 * time.Second
+	interruptionTimeout = 60 * time.Second
+	deployedMemLimit    = 409 << 20
+	// backlog is the pending pods the provisioner faces at once.
+	backlog = 15000
+)
+
+// BenchmarkScale measures each function's invocation on a cluster of
+// 2,000 or 5,000 nodes and 50,000 pods, built once per size (scale.Build:
+// one node provisioned for real, cloned; pods bound and Running). Run one
+// size at a time (each builds its own world on the package's API server):
+//
+//	KARPLESS_REQUIRE_KUBE=1 go test ./shared/local/scale -run '^$' -bench 'Scale/nodes=2000/' -benchtime 1x -timeout 60m
+//
+// Reported per invocation: wall time (ns/op), the process's CPU time
+// (getrusage: the function's work plus the in-process EC2 emulator's
+// answers to it), the peak heap growth over the level before it (sampled
+// every 2 ms), the bytes read from the API server, each once without a
+// memory limit and once under the deployed GOMEMLIMIT. The invocations run
+// under the deployed timeout.
+func BenchmarkScale(b *testing.B) {
+	// nodes=100 (2,500 pods) is a quick check of the benchmark itself.
+	for _, size := range []struct{ nodes, pods int }{{100, 2500}, {2000, 50000}, {5000, 50000}} {
+		nodes, pods := size.nodes, size.pods
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			kubetest.Need(b, env)
+			ctx := context.Background()
+			start := time.Now()
+			w, err := scale.Build(ctx, env.Cluster.RESTConfig, scale.Options{
+				Nodes: nodes, Pods: pods, Namespace: fmt.Sprintf("scale-%d", nodes),
+				Log: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(w.Close)
+			b.Logf("built %d nodes and %d pods (%s each) in %s", nodes, pods, w.PodCPU.String(), time.Since(start).Round(time.Second))
+			w.App.Log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			read := func() int64 { return w.App.Kube.Read.Total() }
+
+			each(b, "provisioner", read, func(b *testing.B) {
+				tctx, cancel := context.WithTimeout(ctx, tickTimeout)
+				defer cancel()
+				s, err := w.App.Provisioner().Run(tctx, "bench")
+				if s.NodeClaimsCreated > 0 || s.PendingPods > 0 {
+					b.Fatalf("a steady tick acted: %+v %v", s, err)
+				}
+				if err != nil {
+					b.Fatalf("steady provisioner tick: %v", err)
+				}
+			})
+			for _, steady := range []bool{false, true} {
+				name := "disruption-full"
+				if steady {
+					name = "disruption-steady"
+				}
+				each(b, name, read, func(b *testing.B) {
+					if !steady {
+						forgetConsolidation(b, w)
+					}
+					tctx, cancel := context.WithTimeout(ctx, tickTimeout)
+					defer cancel()
+					s, err := w.App.Disrupter().Run(tctx, "bench")
+					if err != nil {
+						b.Errorf("disruption tick: %v", err)
+					}
+					if len(s.Commands) > 0 {
+						b.Fatalf("a settled cluster was disrupted: %+v", s.Commands)
+					}
+					b.ReportMetric(float64(s.Simulations), "simulations/op")
+				})
+			}
+			next := 1 // the template's instance is left alone
+			each(b, "interruption", read, func(b *testing.B) {
+				b.StopTimer()
+				var batch lambdaevents.SQSEvent
+				for range 10 {
+					id := w.Instances[next].ID
+					next++
+					batch.Records = append(batch.Records, lambdaevents.SQSMessage{
+						MessageId: "m-" + id, Body: string(events.NewSpotInterruption("e-"+id, id, time.Now())),
+					})
+				}
+				b.StartTimer()
+				tctx, cancel := context.WithTimeout(ctx, interruptionTimeout)
+				defer cancel()
+				res, err := w.App.InterruptionHandler()(tctx, batch)
+				if err != nil || len(res.BatchItemFailures) > 0 {
+					b.Fatalf("interruption batch: %d failed, %v", len(res.BatchItemFailures), err)
+				}
+			})
+			// Last: it leaves the cluster with new claims and pods.
+			b.Run("provisioner-backlog", func(b *testing.B) {
+				if err := w.AddPending(ctx, "backlog", min(backlog, pods*3/10), w.PodCPU); err != nil {
+					b.Fatal(err)
+				}
+				for _, limit := range []bool{false, true} {
+					b.Run(limitName(limit), func(b *testing.B) {
+						measure(b, limit, read, func(b *testing.B) {
+							tctx, cancel := context.WithTimeout(ctx, tickTimeout)
+							defer cancel()
+							t0 := time.Now()
+							s, err := w.App.Provisioner().Run(tctx, "bench")
+							b.Logf("backlog tick: %s, %d pending, %d claims created, %d launched, errors %v", time.Since(t0).Round(time.Millisecond), s.PendingPods, s.NodeClaimsCreated, s.Launched, s.Errors)
+							if err != nil {
+								b.Errorf("backlog tick: %v", err)
+							}
+							b.ReportMetric(float64(s.NodeClaimsCreated), "claims-created/op")
+						})
+					})
+				}
+			})
+		})
+	}
+}
+
+func limitName(limit bool) string {
+	if limit {
+		return "gomemlimit=409MiB"
+	}
+	return "gomemlimit=off"
+}
+
+// each runs tick as a sub-benchmark, without a memory limit and under the
+// deployed one.
+func each(b *testing.B, name string, read func() int64, tick func(b *testing.B)) {
+	b.Run(name, func(b *testing.B) {
+		for _, limit := range []bool{false, true} {
+			b.Run(limitName(limit), func(b *testing.B) { measure(b, limit, read, tick) })
+		}
+	})
+}
+
+// measure runs f b.N times and reports the CPU time, the bytes read and
+// the largest peak heap growth of one run.
+func measure(b *testing.B, limit bool, read func() int64, f func(b *testing.B)) {
+	if limit {
+		old := debug.SetMemoryLimit(deployedMemLimit)
+		defer debug.SetMemoryLimit(old)
+	}
+	var worst uint64
+	var cpu time.Duration
+	var bytes int64
+	for b.Loop() {
+		b.StopTimer()
+		runtime.GC()
+		base := heapObjects()
+		var peak atomic.Uint64
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			t := time.NewTicker(2 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					if h := heapObjects(); h > peak.Load() {
+						peak.Store(h)
+					}
+				}
+			}
+		}()
+		cpu0, read0 := cpuTime(), read()
+		b.StartTimer()
+		f(b)
+		b.StopTimer()
+		cpu += cpuTime() - cpu0
+		bytes += read() - read0
+		close(stop)
+		<-done
+		if p := peak.Load(); p > base && p-base > worst {
+			worst = p - base
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+	b.ReportMetric(float64(bytes)/float64(b.N)/(1<<20), "MiB-read/op")
+	b.ReportMetric(float64(worst)/(1<<20), "MiB-peak-heap")
+}
+
+// forgetConsolidation deletes the disruption state, so the next tick
+// evaluates every node again.
+func forgetConsolidation(b *testing.B, w *scale.World) {
+	b.StopTimer()
+	defer b.StartTimer()
+	err := w.Setup.Core.CoreV1().ConfigMaps(config.DefaultNamespace).Delete(context.Background(), disrupt.StateConfigMap, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		b.Fatal(err)
+	}
+}
+
+func heapObjects() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		return 0
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}

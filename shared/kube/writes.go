@@ -63,6 +63,29 @@ func (c *Clients) UpdateNodeClaimStatus(ctx context.Context, nc *karpv1.NodeClai
 	return nil
 }
 
+// UpdateNodeClaimStatusFromCopy is UpdateNodeClaimStatus for a caller
+// whose copy's status is the server's as read (a snapshot's, changed only
+// by mirrored writes): the first try writes mutate on that copy, whose
+// resourceVersion makes the API server refuse it (409) if the claim, or a
+// namesake, changed since, and only then is the latest read. A claim
+// unchanged since it was read costs one request instead of two.
+func (c *Clients) UpdateNodeClaimStatusFromCopy(ctx context.Context, nc *karpv1.NodeClaim, mutate func(*karpv1.NodeClaim)) error {
+	if nc.ResourceVersion == "" {
+		return c.UpdateNodeClaimStatus(ctx, nc, mutate)
+	}
+	cur := nc.DeepCopy()
+	mutate(cur)
+	_, err := c.NodeClaims.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		return c.UpdateNodeClaimStatus(ctx, nc, mutate)
+	}
+	if err != nil {
+		return fmt.Errorf("updating status of nodeclaim %s: %w", nc.Name, err)
+	}
+	mutate(nc)
+	return nil
+}
+
 // AnnotateNodeClaim sets each annotation of this very claim (nil removes
 // it) in one merge patch carrying the UID, so a namesake refuses it, and
 // mirrors them on nc. A claim gone, or replaced by a namesake, is

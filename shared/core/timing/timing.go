@@ -115,6 +115,29 @@ const (
 	TokenRefreshBefore = 5 * time.Minute
 )
 
+// Work one invocation takes on: a backlog is worked through a bounded
+// share per pass, the rest left to the next pass (the watch window's, or
+// the next tick's), never in one pass that outgrows the function's memory
+// or deadline.
+const (
+	// MaxPodsPerPass bounds the pending pods one provisioning pass
+	// simulates, the oldest first. A simulation's memory and time grow with
+	// its pods; 5,000 pods on a 5,000-node cluster take about XXX of heap
+	// and XXX s of CPU (shared/local/scale BenchmarkScale), well inside
+	// 512 MiB and the tick's minute on Lambda's 0.3 vCPU, and a burst
+	// larger than that is rare enough that taking it in a few passes costs
+	// little.
+	MaxPodsPerPass = 5000
+	// StatusWriteBudget bounds the time a disruption pass spends writing
+	// the NodeClaims' disruption conditions, pod event times and
+	// fingerprints. A cluster whose pods all moved (a fresh install on
+	// thousands of nodes, a rollout) changes every claim at once; at the
+	// client's 25 requests a second, 20 s writes about 250 claims, and the
+	// pass still has time to decide. It decides on the changes left too
+	// (in memory); the next pass writes them.
+	StatusWriteBudget = 20 * time.Second
+)
+
 // Disruption.
 const (
 	// ConsolidatedTTL is how long a "nothing to consolidate" result holds

@@ -292,6 +292,31 @@ func (w *World) cloneNode(ctx context.Context, claim *karpv1.NodeClaim, node *co
 	return nil
 }
 
+// Settle runs disruption passes, with the unthrottled client, until the
+// NodeClaims' disruption status (conditions, pod event times and
+// fingerprints) is written and a pass finds nothing to change: a settled
+// cluster's claims carry it already, and writing it for thousands of
+// claims at the deployed rate would take minutes.
+func (w *World) Settle(ctx context.Context) error {
+	fast, err := deploy.NewEnv(w.Emu, w.Setup, deploy.Options{Identity: "provisioner"})
+	if err != nil {
+		return err
+	}
+	for range 10 {
+		s, err := fast.Disrupter().Run(ctx, "scale-settle")
+		if err != nil {
+			return fmt.Errorf("settling: %w", err)
+		}
+		if len(s.Commands) > 0 {
+			return fmt.Errorf("settling: the built cluster was disrupted: %+v", s.Commands)
+		}
+		if s.StatusUpdates == 0 && s.StatusLeft == 0 {
+			return nil
+		}
+	}
+	return errors.New("settling: the claims' status still changes after 10 passes")
+}
+
 // podsPerReplicaSet groups the pods under owners, as Deployments do.
 const podsPerReplicaSet = 100
 

@@ -174,6 +174,9 @@ type Summary struct {
 	Unconsolidatable []string `json:"unconsolidatable,omitempty"`
 	// StatusUpdates counts NodeClaims whose disruption conditions changed.
 	StatusUpdates int           `json:"statusUpdates"`
+	// StatusLeft counts NodeClaims whose changed status the pass decided
+	// on but left to the next pass to write (timing.StatusWriteBudget).
+	StatusLeft int `json:"statusLeft,omitempty"`
 	Simulations   int           `json:"simulations"`
 	Duration      time.Duration `json:"duration"`
 	Errors        []string      `json:"errors,omitempty"`

@@ -1,6 +1,7 @@
 package disrupt
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -120,8 +121,13 @@ func (d *Disrupter) pass(ctx context.Context, inv *invocation, sum *Summary) (ti
 	sim := planning.SimulationInput(snap, nil, classes)
 	in := d.input(snap, sim, classes, inv)
 
-	n, err := d.applyStatus(ctx, in)
+	stopAt := d.Clock.Now().Add(timing.StatusWriteBudget)
+	if inv.deadline.Before(stopAt) {
+		stopAt = inv.deadline
+	}
+	n, left, err := d.applyStatus(ctx, in, stopAt)
 	sum.StatusUpdates += n
+	sum.StatusLeft += left
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -273,17 +279,61 @@ func (d *Disrupter) collect(ctx context.Context, snap *cluster.Snapshot, snapTim
 
 // applyStatus writes the disruption conditions, lastPodEventTime and
 // annotations the core computed, and mirrors them on the snapshot's copies.
-func (d *Disrupter) applyStatus(ctx context.Context, in *disruption.Input) (int, error) {
+// The writes stop at stopAt: the changes left are mirrored all the same, so
+// this pass decides on them, and the next pass, which computes them again,
+// writes them. Changed conditions go first (other functions read them),
+// then pod event times and fingerprints. It returns how many claims were
+// written and how many were left.
+func (d *Disrupter) applyStatus(ctx context.Context, in *disruption.Input, stopAt time.Time) (int, int, error) {
 	var errs []error
-	n := 0
+	n, left := 0, 0
 	now := metav1.NewTime(d.Clock.Now())
-	for _, ch := range disruption.StatusChanges(in) {
+	changes := disruption.StatusChanges(in)
+	slices.SortStableFunc(changes, func(a, b disruption.ClaimStatus) int {
+		return cmp.Compare(statusRank(a), statusRank(b))
+	})
+	for _, ch := range changes {
 		nc := ch.NodeClaim
 		if d.shadow() {
 			// Karpenter writes its claims' conditions; the pass keeps
 			// its own view in memory for its decisions.
 			shadowStatus(nc, ch, now)
 			continue
+		}
+		if !d.Clock.Now().Before(stopAt) {
+			shadowStatus(nc, ch, now)
+			left++
+			continue
+		}
+		// The status first: written on the snapshot's copy, it costs one
+		// request unless the claim changed since (the annotation patch,
+		// written first, would always make it conflict). A tick that dies
+		// between the two leaves the old fingerprint, which dates the
+		// next pod event later, never earlier.
+		if len(ch.Set) > 0 || len(ch.Clear) > 0 || !ch.LastPodEventTime.IsZero() {
+			mutate := func(c *karpv1.NodeClaim) {
+				for _, cond := range ch.Set {
+					c.SetCondition(cond.Type, cond.Status, cond.Reason, cond.Message, now)
+				}
+				for _, t := range ch.Clear {
+					meta.RemoveStatusCondition(&c.Status.Conditions, t)
+				}
+				if !ch.LastPodEventTime.IsZero() {
+					c.Status.LastPodEventTime = metav1.NewTime(ch.LastPodEventTime)
+				}
+			}
+			if err := d.Kube.UpdateNodeClaimStatusFromCopy(ctx, nc, mutate); err != nil {
+				if !kube.IsGone(err) {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			n++
+			for _, cond := range ch.Set {
+				if cond.Type == karpv1.ConditionTypeDrifted {
+					d.Log.Info("marked drifted", "nodeclaim", nc.Name, "reason", cond.Reason)
+				}
+			}
 		}
 		if len(ch.Annotations) > 0 {
 			vals := map[string]*string{}
@@ -292,37 +342,21 @@ func (d *Disrupter) applyStatus(ctx context.Context, in *disruption.Input) (int,
 			}
 			if err := d.patchAnnotations(ctx, nc, vals); err != nil {
 				errs = append(errs, err)
-				continue
-			}
-		}
-		if len(ch.Set) == 0 && len(ch.Clear) == 0 && ch.LastPodEventTime.IsZero() {
-			continue
-		}
-		mutate := func(c *karpv1.NodeClaim) {
-			for _, cond := range ch.Set {
-				c.SetCondition(cond.Type, cond.Status, cond.Reason, cond.Message, now)
-			}
-			for _, t := range ch.Clear {
-				meta.RemoveStatusCondition(&c.Status.Conditions, t)
-			}
-			if !ch.LastPodEventTime.IsZero() {
-				c.Status.LastPodEventTime = metav1.NewTime(ch.LastPodEventTime)
-			}
-		}
-		if err := d.Kube.UpdateNodeClaimStatus(ctx, nc, mutate); err != nil {
-			if !kube.IsGone(err) {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		n++
-		for _, cond := range ch.Set {
-			if cond.Type == karpv1.ConditionTypeDrifted {
-				d.Log.Info("marked drifted", "nodeclaim", nc.Name, "reason", cond.Reason)
 			}
 		}
 	}
-	return n, errors.Join(errs...)
+	if left > 0 {
+		d.Log.Info("nodeclaim status writes left for the next pass", "written", n, "left", left)
+	}
+	return n, left, errors.Join(errs...)
+}
+
+// statusRank orders a pass's status writes: changed conditions first.
+func statusRank(ch disruption.ClaimStatus) int {
+	if len(ch.Set) > 0 || len(ch.Clear) > 0 {
+		return 0
+	}
+	return 1
 }
 
 // stampPools writes each NodePool's drift hash on it, and its status

@@ -16,6 +16,7 @@ import (
 	"github.com/karpless/karpless/shared/core/cluster"
 	"github.com/karpless/karpless/shared/core/planning"
 	"github.com/karpless/karpless/shared/core/scheduling"
+	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/function/shadow"
 	"github.com/karpless/karpless/shared/kube"
@@ -46,6 +47,9 @@ type invocation struct {
 
 type passResult struct {
 	pending, created, launched, unschedulable int
+	// deferred are pending pods left for the next pass
+	// (timing.MaxPodsPerPass).
+	deferred int
 	// decisions are the launches a shadow pass recorded.
 	decisions     int
 	lifecycle     lifecycle.Summary
@@ -137,6 +141,14 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 	pending := planning.PodsToProvision(snap)
 	res.pending = len(pending)
 	res.work = res.work || len(pending) > 0 || res.lifecycle.InFlight > 0
+	// A backlog larger than one simulation should hold is taken in shares,
+	// the oldest pods first: the rest waits for the next pass, which finds
+	// the claims made for this share in flight.
+	pending, res.deferred = planning.Bounded(pending, timing.MaxPodsPerPass)
+	if res.deferred > 0 {
+		p.Log.Info("pending pods beyond one pass's share left for the next pass",
+			"pending", res.pending, "this_pass", len(pending), "left", res.deferred)
+	}
 	bufs := buffer.Resolve(snap, metav1.NewTime(p.Clock.Now()))
 	if !p.shadow() {
 		defer func() { p.recordBuffers(ctx, bufs, &res.buffers) }()

@@ -92,6 +92,9 @@ type Summary struct {
 	Initialized       int  `json:"initialized"`
 	Retired           int  `json:"retired"`
 	Unschedulable     int  `json:"unschedulable"`
+	// Deferred are the pending pods the last pass left for the next one:
+	// a backlog is provisioned for timing.MaxPodsPerPass pods at a time.
+	Deferred int `json:"deferredPods,omitempty"`
 	// ShadowDecisions counts the launches a shadow pass recorded instead
 	// of creating them.
 	ShadowDecisions int           `json:"shadowDecisions,omitempty"`
@@ -109,6 +112,7 @@ func (s *Summary) add(p passResult) {
 	s.Initialized += p.lifecycle.Initialized
 	s.Retired += p.lifecycle.Retired
 	s.Unschedulable = p.unschedulable
+	s.Deferred = p.deferred
 	s.ShadowDecisions += p.decisions
 	s.SnapshotBytes += p.snapshotBytes
 }

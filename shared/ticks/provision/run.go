@@ -51,7 +51,7 @@ func (p *Provisioner) Run(ctx context.Context, holder string) (Summary, error) {
 		checkpoint()
 		if r.work && p.Config.WatchWindow > 0 {
 			wctx, cancel := clockctx.WithDeadline(ctx, p.Clock, p.deadline(ctx, start))
-			err := p.watch(wctx, l, inv, &sum, checkpoint, sk.FlushMetrics)
+			err := p.watch(wctx, l, inv, &sum, r.deferred > 0, checkpoint, sk.FlushMetrics)
 			cancel()
 			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 				errs = append(errs, err)
@@ -136,8 +136,9 @@ func (p *Provisioner) deadline(ctx context.Context, start time.Time) time.Time {
 // or BatchMax in all, then a pass runs. Between batches, in-flight claims are
 // advanced so nodes become ready without waiting for the next tick.
 // After each pass it calls checkpoint, and after advancing claims
-// flushMetrics.
-func (p *Provisioner) watch(ctx context.Context, l *lease.Lease, inv *invocation, sum *Summary, checkpoint, flushMetrics func()) error {
+// flushMetrics. While a pass leaves pods for the next (more, at first),
+// the next pass runs at once, without waiting for a pod event.
+func (p *Provisioner) watch(ctx context.Context, l *lease.Lease, inv *invocation, sum *Summary, more bool, checkpoint, flushMetrics func()) error {
 	w, err := p.Kube.Core.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName="})
 	if err != nil {
 		return fmt.Errorf("watching pending pods: %w", err)
@@ -149,6 +150,14 @@ func (p *Provisioner) watch(ctx context.Context, l *lease.Lease, inv *invocation
 	defer advance.Stop()
 	var batchStart, lastPod time.Time
 	batching := false
+	// again makes the batch close at the next idle check.
+	again := func() {
+		now := p.Clock.Now()
+		batching, batchStart, lastPod = true, now, now.Add(-p.Config.BatchIdle)
+	}
+	if more {
+		again()
+	}
 	idle := p.Clock.NewTicker(100 * time.Millisecond)
 	defer idle.Stop()
 	for {
@@ -192,6 +201,9 @@ func (p *Provisioner) watch(ctx context.Context, l *lease.Lease, inv *invocation
 				p.Log.Warn("provisioning pass", "error", err)
 			}
 			checkpoint()
+			if r.deferred > 0 {
+				again()
+			}
 		case <-advance.C():
 			if batching {
 				continue

@@ -22,10 +22,10 @@ func TestUpdateNodeClaimStatusFromCopy(t *testing.T) {
 		nc.SetCondition(karpv1.ConditionTypeLaunched, metav1.ConditionTrue, "Launched", "", metav1.Now())
 	}
 	for _, tc := range []struct {
-		name     string
-		world    func(t *testing.T, nc *karpv1.NodeClaim)
-		gone     bool
-		check    func(t *testing.T, nc, cur *karpv1.NodeClaim)
+		name  string
+		world func(t *testing.T, nc *karpv1.NodeClaim)
+		gone  bool
+		check func(t *testing.T, nc, cur *karpv1.NodeClaim)
 	}{
 		{name: "unchanged since read"},
 		{name: "changed since read", world: func(t *testing.T, nc *karpv1.NodeClaim) {

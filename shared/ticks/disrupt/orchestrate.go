@@ -173,13 +173,13 @@ type Summary struct {
 	Blocked          []string `json:"blocked,omitempty"`
 	Unconsolidatable []string `json:"unconsolidatable,omitempty"`
 	// StatusUpdates counts NodeClaims whose disruption conditions changed.
-	StatusUpdates int           `json:"statusUpdates"`
+	StatusUpdates int `json:"statusUpdates"`
 	// StatusLeft counts NodeClaims whose changed status the pass decided
 	// on but left to the next pass to write (timing.StatusWriteBudget).
-	StatusLeft int `json:"statusLeft,omitempty"`
-	Simulations   int           `json:"simulations"`
-	Duration      time.Duration `json:"duration"`
-	Errors        []string      `json:"errors,omitempty"`
+	StatusLeft  int           `json:"statusLeft,omitempty"`
+	Simulations int           `json:"simulations"`
+	Duration    time.Duration `json:"duration"`
+	Errors      []string      `json:"errors,omitempty"`
 }
 
 // shadow reports whether the tick only records its decisions.

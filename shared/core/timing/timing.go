@@ -128,13 +128,23 @@ const (
 	// larger than that is rare enough that taking it in a few passes costs
 	// little.
 	MaxPodsPerPass = 5000
+	// MaxNodeClaimsPerPass bounds the NodeClaims one provisioning pass
+	// creates and launches; the pods the simulation put on the others stay
+	// pending for the next pass, which finds these in flight. Each claim
+	// costs about four requests to the API server (create, labels, status,
+	// its Event) and a CreateFleet, one of EC2's mutating calls, whose
+	// token bucket holds a few hundred and refills at a few a second: 100
+	// claims a pass leave room for the next pass and for the other
+	// functions' launches.
+	MaxNodeClaimsPerPass = 100
 	// StatusWriteBudget bounds the time a disruption pass spends writing
 	// the NodeClaims' disruption conditions, pod event times and
 	// fingerprints. A cluster whose pods all moved (a fresh install on
-	// thousands of nodes, a rollout) changes every claim at once; at the
-	// client's 25 requests a second, 20 s writes about 250 claims, and the
-	// pass still has time to decide. It decides on the changes left too
-	// (in memory); the next pass writes them.
+	// thousands of nodes, a rollout) changes every claim at once; two
+	// requests a claim at the client's 200 a second (eksauth.DefaultQPS)
+	// write about 2,000 claims in 20 s (500 at Lambda's share of a CPU),
+	// and the pass still has time to decide. It decides on the changes
+	// left too (in memory); the next pass writes them.
 	StatusWriteBudget = 20 * time.Second
 )
 

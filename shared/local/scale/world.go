@@ -28,6 +28,7 @@ import (
 	"github.com/karpless/karpless/shared/app"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/kube"
+	"github.com/karpless/karpless/shared/kube/eksauth"
 	"github.com/karpless/karpless/shared/local/deploy"
 	"github.com/karpless/karpless/shared/local/emulator"
 )
@@ -57,7 +58,7 @@ type Options struct {
 type World struct {
 	Emu *emulator.Emulator
 	// App builds the functions' engines; its Kubernetes clients have the
-	// deployed rate limits (eksauth's 25 QPS, burst 50).
+	// deployed rate limits (eksauth.DefaultQPS and DefaultBurst).
 	App *app.Env
 	// Setup is an unthrottled client for the benchmark's own writes.
 	Setup     *kube.Clients
@@ -85,7 +86,7 @@ func Build(ctx context.Context, cfg *rest.Config, o Options) (*World, error) {
 		return nil, err
 	}
 	engineCfg := rest.CopyConfig(cfg)
-	engineCfg.QPS, engineCfg.Burst = 25, 50 // eksauth's defaults, as deployed
+	engineCfg.QPS, engineCfg.Burst = eksauth.DefaultQPS, eksauth.DefaultBurst // as deployed
 	engine, err := kube.NewClients(engineCfg)
 	if err != nil {
 		return nil, err

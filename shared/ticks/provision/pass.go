@@ -240,7 +240,21 @@ func (p *Provisioner) provisionRound(ctx context.Context, inv *invocation, snap 
 	for _, np := range snap.NodePools {
 		pools[np.Name] = np
 	}
-	created, err := p.createClaims(ctx, inv, pools, results.NewNodeClaims, "provisioning", res)
+	news := results.NewNodeClaims
+	if len(news) > timing.MaxNodeClaimsPerPass && !p.shadow() {
+		// The pods of the claims not created stay pending: the next pass
+		// finds the ones created here in flight and makes the rest. (A
+		// shadow pass creates nothing: it records every decision.)
+		left := 0
+		for _, n := range news[timing.MaxNodeClaimsPerPass:] {
+			left += len(buffer.WithoutVirtual(n.Pods))
+		}
+		res.deferred += left
+		p.Log.Info("nodeclaims beyond one pass's share left for the next pass",
+			"nodeclaims", len(news), "this_pass", timing.MaxNodeClaimsPerPass, "pods_left", left)
+		news = news[:timing.MaxNodeClaimsPerPass]
+	}
+	created, err := p.createClaims(ctx, inv, pools, news, "provisioning", res)
 	if err != nil {
 		errs = append(errs, err)
 	}

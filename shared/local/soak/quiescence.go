@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/core/cluster"
 	"github.com/karpless/karpless/shared/core/disruption"
 	"github.com/karpless/karpless/shared/core/planning"
 	"github.com/karpless/karpless/shared/core/podutil"
@@ -137,12 +138,6 @@ func (r *runner) compare(ctx context.Context) (comparison, error) {
 	// Every other workload pod is placed afresh, on the room those nodes
 	// have left or on new NodeClaims: the fresh simulation is what a
 	// consolidation faithful to Karpenter could reach.
-	fixed := map[string]bool{}
-	for _, p := range snap.Pods {
-		if p.Spec.NodeName != "" && p.Annotations[wellknown.DoNotDisruptAnnotation] == "true" && !podutil.IsTerminal(p) {
-			fixed[p.Spec.NodeName] = true
-		}
-	}
 	events, err := w.admin.Core.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "reason=Unconsolidatable"})
 	if err != nil {
 		return c, err
@@ -155,12 +150,62 @@ func (r *runner) compare(ctx context.Context) (comparison, error) {
 	for _, np := range snap.NodePools {
 		oneAtATime[np.Name] = budgetCeiling(np, claims[np.Name], karpv1.DisruptionReasonUnderutilized) < 2
 	}
-	held := heldByRule(events.Items, oneAtATime, snap.NodeClaims)
+	f := r.place(snap, sess.Classes(), book, keptForPods(snap), heldByRule(events.Items, oneAtATime, snap.NodeClaims))
+	if f.freed > 0 && len(f.res.NewNodeClaims) >= f.freed {
+		// Karpenter's consolidation never adds nodes (single-node replaces
+		// one by one, multi-node many by one), so a placement that needs as
+		// many new nodes as it frees is reachable only one node at a time:
+		// as in a one-at-a-time pool, a node single-node consolidation
+		// found no cheaper replacement for keeps its pods.
+		every := map[string]bool{}
+		for name := range oneAtATime {
+			every[name] = true
+		}
+		f = r.place(snap, sess.Classes(), book, keptForPods(snap), heldByRule(events.Items, every, snap.NodeClaims))
+	}
+	c.fresh, c.pods, c.want = f.kept, f.pods, f.want
+	res := f.res
+	for _, n := range res.NewNodeClaims {
+		it, o := n.CheapestOffering()
+		c.fresh += o.Price
+		c.want = append(c.want, fmt.Sprintf("%s/%s/%s $%.4f (%d pods)", it.Name, o.CapacityType, o.Zone, o.Price, len(n.Pods)))
+	}
+	for _, u := range res.Unschedulable {
+		c.unschedulable += fmt.Sprintf("%s: %s; ", u.Pod.Name, u.Reason)
+	}
+	return c, nil
+}
+
+// keptForPods names the nodes a do-not-disrupt pod keeps.
+func keptForPods(snap *cluster.Snapshot) map[string]bool {
+	fixed := map[string]bool{}
+	for _, p := range snap.Pods {
+		if p.Spec.NodeName != "" && p.Annotations[wellknown.DoNotDisruptAnnotation] == "true" && !podutil.IsTerminal(p) {
+			fixed[p.Spec.NodeName] = true
+		}
+	}
+	return fixed
+}
+
+// placement is a fresh simulation: the price of the nodes kept, the
+// workload pods placed afresh, and how many nodes were freed for them.
+type placement struct {
+	kept        float64
+	pods, freed int
+	want        []string
+	res         *scheduling.Results
+}
+
+// place keeps the nodes fixed names and those of the NodeClaims held, and
+// places every other workload pod afresh, on the room the kept nodes have
+// left or on new NodeClaims.
+func (r *runner) place(snap *cluster.Snapshot, classes map[string]*scheduling.NodeClass, book map[string]float64, fixed, held map[string]bool) placement {
 	for _, nc := range snap.NodeClaims {
 		if held[nc.Name] && nc.Status.NodeName != "" {
 			fixed[nc.Status.NodeName] = true
 		}
 	}
+	var f placement
 	var pods, pending []*corev1.Pod
 	for _, p := range snap.Pods {
 		if podutil.IsTerminal(p) || p.DeletionTimestamp != nil {
@@ -178,7 +223,6 @@ func (r *runner) compare(ctx context.Context) (comparison, error) {
 		pending = append(pending, q)
 		pods = append(pods, q)
 	}
-	kept := 0.0
 	empty := *snap
 	empty.Nodes, empty.NodeClaims, empty.Pods = nil, nil, pods
 	for _, n := range snap.Nodes {
@@ -188,26 +232,20 @@ func (r *runner) compare(ctx context.Context) (comparison, error) {
 	}
 	for _, nc := range snap.NodeClaims {
 		if !fixed[nc.Status.NodeName] {
+			if nc.Status.NodeName != "" {
+				f.freed++
+			}
 			continue
 		}
-		price := r.booked(book, nc.Status.ProviderID)
 		empty.NodeClaims = append(empty.NodeClaims, nc)
-		kept += price
+		f.kept += r.booked(book, nc.Status.ProviderID)
 	}
-	res := scheduling.Solve(planning.SimulationInput(&empty, pending, sess.Classes()), scheduling.Provisioning())
-	c.fresh, c.pods = kept, len(pending)
+	f.res = scheduling.Solve(planning.SimulationInput(&empty, pending, classes), scheduling.Provisioning())
+	f.pods = len(pending)
 	if len(fixed) > 0 {
-		c.want = append(c.want, fmt.Sprintf("%d node(s) kept (do-not-disrupt pods, spot-to-spot rule) $%.4f", len(fixed), kept))
+		f.want = append(f.want, fmt.Sprintf("%d node(s) kept (do-not-disrupt pods, spot-to-spot rule, no cheaper replacement) $%.4f", len(fixed), f.kept))
 	}
-	for _, n := range res.NewNodeClaims {
-		it, o := n.CheapestOffering()
-		c.fresh += o.Price
-		c.want = append(c.want, fmt.Sprintf("%s/%s/%s $%.4f (%d pods)", it.Name, o.CapacityType, o.Zone, o.Price, len(n.Pods)))
-	}
-	for _, u := range res.Unschedulable {
-		c.unschedulable += fmt.Sprintf("%s: %s; ", u.Pod.Name, u.Reason)
-	}
-	return c, nil
+	return f
 }
 
 // heldByRule names the NodeClaims whose latest Unconsolidatable Event says

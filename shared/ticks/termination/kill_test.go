@@ -57,9 +57,12 @@ const (
 	claimA      = "term-a" // being deleted: its node is drained, its instance terminated
 	claimB      = "term-b" // healthy: the pods the drain moves land on its node
 	// afterDeletion is how long after the deletion of claim A its
-	// terminationGracePeriod runs out, on the clock: the fifth pass (the
-	// passes run 10 s apart) is the first past it.
-	afterDeletion = 35 * time.Second
+	// terminationGracePeriod runs out, on the clock. The passes run on a
+	// schedule of the clock (firstPass after the deletion, then every
+	// tick), so the fourth is 5 s before the deadline and the fifth 5 s
+	// past it, whatever the load makes of the real time in between.
+	afterDeletion = 37 * time.Second
+	firstPass     = 2 * time.Second
 	tick          = 10 * time.Second
 	// dndGrace is the do-not-disrupt pod's terminationGracePeriodSeconds.
 	dndGrace = 20
@@ -79,8 +82,9 @@ type world struct {
 	ns  string
 
 	idA, idB, nodeA, nodeB string
-	// deadline is when claim A's terminationGracePeriod runs out.
-	deadline time.Time
+	// deadline is when claim A's terminationGracePeriod runs out; passAt
+	// is when on the clock the next pass is due (see next).
+	deadline, passAt time.Time
 
 	mu sync.Mutex
 	// evictions counts the evictions the API server accepted, per pod;
@@ -133,9 +137,9 @@ func newWorld(t *testing.T) *world {
 	w.claim(claimA, a, &grace)
 	w.claim(claimB, b, nil)
 	w.deployment()
-	// The do-not-disrupt pod's 20 s of grace make it due for deletion 15 s
-	// after claim A's (35 s before the deadline): between the second and
-	// third passes, far from the first, whose time drifts with the load.
+	// The do-not-disrupt pod's 20 s of grace make it due for deletion 17 s
+	// after claim A's (20 s before the deadline): 5 s after the second
+	// pass is due and 5 s before the third.
 	w.pod("dnd", w.nodeA, map[string]string{wellknown.DoNotDisruptAnnotation: "true"}, dndGrace)
 	if _, err := e.Clients.Core.PolicyV1().PodDisruptionBudgets(w.ns).Create(ctx, &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
@@ -157,7 +161,17 @@ func newWorld(t *testing.T) *world {
 		t.Fatalf("claim A not deleting: %v", err)
 	}
 	w.deadline = nc.DeletionTimestamp.Add(grace)
+	w.passAt = w.deadline.Add(firstPass - afterDeletion)
+	w.advanceTo(w.passAt)
 	return w
+}
+
+// advanceTo moves the clock on to t, unless the real time has already
+// taken it there (the clock never goes back).
+func (w *world) advanceTo(t time.Time) {
+	if d := t.Sub(w.clk.Now()); d > 0 {
+		w.clk.Advance(d)
+	}
 }
 
 func resetCluster(t *testing.T, e *kubetest.Env) {
@@ -410,14 +424,18 @@ func (w *world) pass(k *deploy.KillSwitch) {
 	}
 }
 
-// next lets the world move on between two passes: 10 s of the clock (in
-// two steps of the emulator: evicted pods go, instances change state),
-// then the controllers catch up.
+// next lets the world move on between two passes: the clock goes to the
+// next pass's time, a tick after the last one's (in two steps of the
+// emulator: evicted pods go, instances change state), then the
+// controllers catch up. The real time a pass and the waits take under
+// load is absorbed, not added: every case meets the deadline and the
+// do-not-disrupt pod's due time at the same pass as the baseline.
 func (w *world) next() {
 	w.t.Helper()
-	w.clk.Advance(tick / 2)
+	w.passAt = w.passAt.Add(tick)
+	w.advanceTo(w.passAt.Add(-tick / 2))
 	w.step()
-	w.clk.Advance(tick / 2)
+	w.advanceTo(w.passAt)
 	w.step()
 	w.quiesce()
 }

@@ -29,6 +29,9 @@ const PageSize = kube.PageSize
 func Take(ctx context.Context, c *kube.Clients, clk clock.PassiveClock) (*cluster.Snapshot, error) {
 	start, bytes0 := clk.Now(), c.Read.Total()
 	s := &cluster.Snapshot{}
+	// Pods of one workload, and nodes of one type, share what they hold
+	// alike: on a large cluster the pods are most of a tick's memory.
+	trim := cluster.NewTrimmer()
 	lists := []struct {
 		what string
 		run  func() (int, error)
@@ -37,18 +40,21 @@ func Take(ctx context.Context, c *kube.Clients, clk clock.PassiveClock) (*cluste
 			return listPaged(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				o.FieldSelector = "status.phase!=Succeeded,status.phase!=Failed"
 				return c.Core.CoreV1().Pods("").List(ctx, o)
-			}, func(o runtime.Object) { s.Pods = append(s.Pods, cluster.TrimPod(o.(*corev1.Pod))) })
+			}, func(o runtime.Object) { s.Pods = append(s.Pods, trim.Pod(o.(*corev1.Pod))) })
 		}},
 		{"nodes", func() (int, error) {
 			return listPaged(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				return c.Core.CoreV1().Nodes().List(ctx, o)
-			}, func(o runtime.Object) { s.Nodes = append(s.Nodes, cluster.TrimNode(o.(*corev1.Node))) })
+			}, func(o runtime.Object) { s.Nodes = append(s.Nodes, trim.Node(o.(*corev1.Node))) })
 		}},
 		{"nodeclaims", func() (int, error) {
 			pages := 0
 			err := kube.List(ctx, metav1.ListOptions{}, c.NodeClaims.List, func(l *karpv1.NodeClaimList) {
 				pages++
 				for i := range l.Items {
+					// Written back by update, never by apply: an update
+					// without managedFields keeps the server's.
+					l.Items[i].ManagedFields = nil
 					s.NodeClaims = append(s.NodeClaims, &l.Items[i])
 				}
 			})

@@ -78,7 +78,18 @@ func BenchmarkScale(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Logf("built %d nodes and %d pods (%s each) in %s", nodes, pods, w.PodCPU.String(), time.Since(start).Round(time.Second))
+			// The functions' own log, at info level, goes to
+			// KARPLESS_SCALE_LOG when it names a file; warnings only to
+			// stderr otherwise.
 			w.App.Log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			if name := os.Getenv("KARPLESS_SCALE_LOG"); name != "" {
+				f, err := os.Create(name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { f.Close() })
+				w.App.Log = slog.New(slog.NewJSONHandler(f, nil))
+			}
 			read := func() int64 { return w.App.Kube.Read.Total() }
 
 			// The read every tick starts with, alone; retained is what the

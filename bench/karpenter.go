@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -43,7 +44,11 @@ import (
 //     Karpenter's own tests and benchmark come from pkg/test/options.go:83
 //     (CPURequests 5000, "use 5 threads to enforce parallelism").
 //   - Solve timeout: provisioner.go:418-422, one minute; what is scheduled
-//     by then is kept (:424, DeadlineExceeded is not an error).
+//     by then is kept (:424, DeadlineExceeded is not an error). The
+//     guide's controller has one CPU (request and limit 1), so the minute
+//     is counted here as one minute of the process's CPU time: on this
+//     shared machine a wall-clock minute would give Karpenter far less
+//     than the core it has in production (withCPUDeadline).
 //   - Truncation: provisioner.go:427 TruncateInstanceTypes to
 //     MaxInstanceTypes (600, scheduling/nodeclaimtemplate.go:50); the AWS
 //     launch then keeps 60 (karpenter-provider-aws
@@ -111,6 +116,8 @@ type outcome struct {
 	// solve timed out.
 	failed, unplaced int
 	timedOut         bool
+	// types counts the launched instance types.
+	types map[string]int
 	// stages is Karpenter's CPU time in NewTopology and NewScheduler, in
 	// Solve, and in TruncateInstanceTypes.
 	stages [3]time.Duration
@@ -156,7 +163,7 @@ func (w *karpenterWorld) runKarpenter(pods []*corev1.Pod, production bool) (outc
 		c1 := cpuTime()
 		solveCtx, cancel := context.WithCancel(ctx)
 		if production {
-			solveCtx, cancel = context.WithTimeout(ctx, productionTimeout)
+			solveCtx, cancel = withCPUDeadline(ctx, productionTimeout)
 		}
 		defer cancel()
 		results, solveErr = sch.Solve(solveCtx, kpods)
@@ -173,6 +180,7 @@ func (w *karpenterWorld) runKarpenter(pods []*corev1.Pod, production bool) (outc
 		placed += len(nc.Pods)
 		it, off := w.launch(nc)
 		o.cost.add(nodeCost(it, off, nc.Pods))
+		o.count(it, off)
 	}
 	o.unplaced = len(pods) - placed - o.failed
 	return o, s
@@ -249,4 +257,58 @@ func keys(m map[string]bool) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+func (o *outcome) count(it *scheduling.InstanceType, off scheduling.Offering) {
+	if it == nil {
+		return
+	}
+	if o.types == nil {
+		o.types = map[string]int{}
+	}
+	o.types[it.Name+"/"+off.CapacityType]++
+}
+
+// cpuDeadline is a context that ends, with context.DeadlineExceeded as a
+// timeout does, once the process has used budget of CPU time.
+type cpuDeadline struct {
+	context.Context
+	done chan struct{}
+	stop chan struct{}
+}
+
+func (c *cpuDeadline) Done() <-chan struct{} { return c.done }
+
+func (c *cpuDeadline) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return c.Context.Err()
+	}
+}
+
+// withCPUDeadline is context.WithTimeout with the budget in CPU time of
+// the process: a controller limited to one core gets one CPU-second per
+// second, whatever else this machine runs.
+func withCPUDeadline(parent context.Context, budget time.Duration) (context.Context, context.CancelFunc) {
+	c := &cpuDeadline{Context: parent, done: make(chan struct{}), stop: make(chan struct{})}
+	start := cpuTime()
+	go func() {
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-c.stop:
+				return
+			case <-t.C:
+				if cpuTime()-start >= budget {
+					close(c.done)
+					return
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return c, func() { once.Do(func() { close(c.stop) }) }
 }

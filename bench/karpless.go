@@ -35,6 +35,7 @@ func (w *karplessWorld) runKarpless(pods []*corev1.Pod) (outcome, sample, *sched
 	for _, c := range r.NewNodeClaims {
 		it, off := c.CheapestOffering()
 		o.cost.add(nodeCost(it, off, c.Pods))
+		o.count(it, off)
 	}
 	return o, s, r
 }

@@ -30,6 +30,7 @@ type config struct {
 	consolidateMax int
 	referenceMax   int
 	skipKarpenter  bool
+	showTypes      bool
 }
 
 func main() {
@@ -43,6 +44,7 @@ func main() {
 	flag.IntVar(&cfg.consolidateMax, "consolidate-max", 20000, "largest batch whose result gets a consolidation pass")
 	flag.IntVar(&cfg.referenceMax, "reference-max", 1000, "largest batch on which Karpenter also runs once with 5 workers and no timeout (its test setting), getting-started case; 0: never")
 	flag.BoolVar(&cfg.skipKarpenter, "skip-karpenter", false, "run only Karpless")
+	flag.BoolVar(&cfg.showTypes, "types", false, "print the instance types each side launches most")
 	flag.Parse()
 	log.SetLogger(logging.NopLogger)
 	for _, c := range split(*cases) {
@@ -59,6 +61,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bad flags:", err)
 		os.Exit(2)
 	}
+	showTypes = cfg.showTypes
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -86,6 +89,8 @@ func ints(s string) ([]int, error) {
 	}
 	return out, nil
 }
+
+var showTypes bool
 
 // row is the medians of one scheduler on one batch.
 type row struct {
@@ -150,6 +155,7 @@ func run(cfg config) error {
 				if n <= cfg.consolidateMax {
 					after := kl.consolidate(last, w.PDBs, ours.o.cost)
 					ours.after = &after
+					fmt.Fprintf(os.Stderr, "consolidation pass %s %s %d: %.1f s cpu, %s\n", c, mix, n, after.cpu.Seconds(), after.what)
 				}
 				print(n, ours)
 				if !both {
@@ -205,6 +211,24 @@ func poolNames(pools []*karpv1.NodePool) string {
 	return strings.Join(names, ", ")
 }
 
+func topTypes(m map[string]int, k int) string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if m[a] != m[b] {
+			return m[b] - m[a]
+		}
+		return strings.Compare(a, b)
+	})
+	var out []string
+	for _, n := range names[:min(k, len(names))] {
+		out = append(out, fmt.Sprintf("%s %d", n, m[n]))
+	}
+	return strings.Join(out, ", ")
+}
+
 func print(n int, r row) {
 	nodes, after := "", ""
 	if r.after != nil {
@@ -212,4 +236,7 @@ func print(n int, r row) {
 	}
 	fmt.Printf("%7d  %-16s %10d %6s %10.2f %8.2f %10s %8.3f %8.3f %9.1f %7d %8d\n", n, r.who, r.o.claims, nodes, r.cost, r.credits, after,
 		r.s.cpu.Seconds(), r.s.wall.Seconds(), float64(r.s.heap)/(1<<20), r.o.failed, r.o.unplaced)
+	if showTypes {
+		fmt.Printf("%7s  %-16s types: %s\n", "", "", topTypes(r.o.types, 8))
+	}
 }

@@ -49,6 +49,11 @@ const (
 	maxKillPoint = 30
 	// checkEvery is how often the whole world is checked.
 	checkEvery = 15 * time.Second
+	// restCheckEvery is how often settling asks whether the cluster is at
+	// rest: a few busy steps, far below the quiet window (minutes), so a
+	// rest is seen at most this late; asking every step listed the pods
+	// and claims several times a second of real time.
+	restCheckEvery = 6 * time.Second
 	// busyStep is how far virtual time moves while something is in motion
 	// (while invocations run, times the CPU share the machine left them:
 	// pacer).
@@ -358,9 +363,13 @@ func (r *runner) settle(ctx context.Context, limit time.Duration) {
 	w.inv.note("settling: churn, kills and capacity faults stop")
 	start := w.now()
 	until := start.Add(limit)
-	quietSince := time.Time{}
+	quietSince, nextRestCheck := time.Time{}, time.Time{}
 	for w.now().Before(until) && ctx.Err() == nil {
 		r.turn(ctx)
+		if w.now().Before(nextRestCheck) {
+			continue
+		}
+		nextRestCheck = w.now().Add(restCheckEvery)
 		if !r.quiet(ctx) {
 			quietSince = time.Time{}
 			if claims, err := w.admin.NodeClaims.List(ctx, metav1.ListOptions{}); err == nil {

@@ -152,9 +152,10 @@ cdk-pin:
 ## bench: Karpless vs Karpenter v1.14.1's scheduler in its production
 ## configuration (1 worker, 1-minute solve timeout), on EKS DaemonSets, two
 ## NodePools and four pod mixes, 3 runs per side (docs/bench.md). Karpenter
-## needs 20 s of CPU per 1,000 pods and 100 s per 5,000, so the whole run is
-## several hours on 2 cores; a subset: make bench BENCH_ARGS='-sizes 1000,5000
-## -mixes karpenter' (about 10 min). The last line is
+## needs 20-30 s of CPU per 1,000 pods and 80-150 s per 5,000, so the whole
+## run is about 3 h of CPU (far more wall time on a busy machine); a subset:
+## make bench BENCH_ARGS='-cases getting-started -mixes karpenter -sizes 1000,5000'
+## (about 10 min of CPU). The last line is
 ## speedup-vs-karpenter=<smallest at 5,000 pods> cost-ratio=<largest>.
 bench:
 	$(GO) test ./shared/core/scheduling -run '^$$' -bench Solve -benchmem -cpu 1 -benchtime 3x

@@ -26,6 +26,7 @@ type config struct {
 	sizes          []int
 	karplessSizes  []int
 	runs           int
+	karpenterRuns  int
 	karpenterMax   int
 	consolidateMax int
 	referenceMax   int
@@ -40,6 +41,7 @@ func main() {
 	sizes := flag.String("sizes", "1000,5000,20000", "batch sizes run on both schedulers")
 	ksizes := flag.String("karpless-sizes", "50000", "batch sizes run on Karpless alone")
 	flag.IntVar(&cfg.runs, "runs", 3, "runs per scheduler, batch and case (medians are reported)")
+	flag.IntVar(&cfg.karpenterRuns, "karpenter-runs", 0, "Karpenter's runs when fewer than -runs (0: -runs); for a quick look only")
 	flag.IntVar(&cfg.karpenterMax, "karpenter-max", 20000, "largest batch Karpenter runs")
 	flag.IntVar(&cfg.consolidateMax, "consolidate-max", 20000, "largest batch whose result gets a consolidation pass")
 	flag.IntVar(&cfg.referenceMax, "reference-max", 1000, "largest batch on which Karpenter also runs once with 5 workers and no timeout (its test setting), getting-started case; 0: never")
@@ -62,6 +64,9 @@ func main() {
 		os.Exit(2)
 	}
 	showTypes = cfg.showTypes
+	if cfg.karpenterRuns <= 0 || cfg.karpenterRuns > cfg.runs {
+		cfg.karpenterRuns = cfg.runs
+	}
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -114,8 +119,8 @@ func run(cfg config) error {
 	fmt.Printf("catalog: %d instance types x %d zones; on-demand everywhere, spot only where a spot market exists (workload.HasSpotMarket), at estimated prices\n", len(types), len(workload.Zones))
 	fmt.Printf("DaemonSets: %d (aws-node, kube-proxy, ebs-csi-node, eks-pod-identity-agent, aws-for-fluent-bit): %s cpu, %s memory per node\n", len(daemons), overhead.Cpu(), overhead.Memory())
 	fmt.Printf("$/h per node: offering + 20 GiB gp3 root volume ($%.4f) + surplus CPU credits of t3/t3a/t4g at $%.2f per vCPU-h, utilization = requested cpu / vCPUs\n", workload.RootVolumeHourly, workload.CreditPrice)
-	fmt.Printf("Karpenter v1.14.1 in production configuration: %d worker (CPU_REQUESTS %d), %s solve timeout, %d types kept per NodeClaim, 60 at launch; %d runs per side, medians; CPU = getrusage of the process; GOMAXPROCS=%d\n",
-		productionCPURequests/1000, productionCPURequests, productionTimeout, 600, cfg.runs, runtime.GOMAXPROCS(0))
+	fmt.Printf("Karpenter v1.14.1 in production configuration: %d worker (CPU_REQUESTS %d), a solve timeout of %s of CPU, %d types kept per NodeClaim, 60 at launch; runs: Karpless %d, Karpenter %d, medians; CPU = getrusage of the process; GOMAXPROCS=%d\n",
+		productionCPURequests/1000, productionCPURequests, productionTimeout, 600, cfg.runs, cfg.karpenterRuns, runtime.GOMAXPROCS(0))
 	minSpeed5k, maxCost := math.Inf(1), 0.0
 	var costNote []string
 	for _, c := range cfg.cases {
@@ -144,7 +149,7 @@ func run(cfg config) error {
 					o, s, r := kl.runKarpless(w.Pods)
 					ours.o, last = o, r
 					oursS, oursC = append(oursS, s), append(oursC, o.cost.total())
-					if both {
+					if both && i < cfg.karpenterRuns {
 						fmt.Fprintf(os.Stderr, "karpenter %s %s %d run %d...\n", c, mix, n, i+1)
 						o, s := kw.runKarpenter(w.Pods, true)
 						theirs.o = o

@@ -181,6 +181,9 @@ func listPaged(ctx context.Context, list func(context.Context, metav1.ListOption
 		return list(ctx, o)
 	})
 	p.PageSize = PageSize
+	// One page read ahead while one is trimmed: the pager's default of 10
+	// would hold up to ten decoded pages (tens of MiB of pods) at once.
+	p.PageBufferSize = 1
 	// A full relist on an expired continue token would hand back items twice.
 	p.FullListIfExpired = false
 	err := p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {

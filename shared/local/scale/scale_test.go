@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"runtime/pprof"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -234,10 +237,12 @@ func measure(b *testing.B, limit bool, read func() int64, f func(b *testing.B)) 
 				}
 			}
 		}()
+		profile(b, "before")
 		cpu0, read0 := cpuTime(), read()
 		b.StartTimer()
 		f(b)
 		b.StopTimer()
+		profile(b, "after")
 		cpu += cpuTime() - cpu0
 		bytes += read() - read0
 		close(stop)
@@ -250,6 +255,24 @@ func measure(b *testing.B, limit bool, read func() int64, f func(b *testing.B)) 
 	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
 	b.ReportMetric(float64(bytes)/float64(b.N)/(1<<20), "MiB-read/op")
 	b.ReportMetric(float64(worst)/(1<<20), "MiB-peak-heap")
+}
+
+// profile writes a heap profile into KARPLESS_SCALE_PROFILE (a folder),
+// when set: `go tool pprof -sample_index=alloc_space -base before after`
+// shows what one invocation allocated, by site.
+func profile(b *testing.B, when string) {
+	dir := os.Getenv("KARPLESS_SCALE_PROFILE")
+	if dir == "" {
+		return
+	}
+	f, err := os.Create(filepath.Join(dir, strings.ReplaceAll(b.Name(), "/", "_")+"."+when+".heap"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // forgetConsolidation deletes the disruption state, so the next tick

@@ -2,6 +2,7 @@ package scale_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -34,7 +35,14 @@ var env *kubetest.Env
 // No scheduler and no controller manager: the nodes have no kubelet, and
 // the node lifecycle controller would mark them unreachable and evict
 // their pods; nothing here needs either.
+//
+// The package has benchmarks only: without -bench (make test) no control
+// plane is started.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		os.Exit(m.Run())
+	}
 	os.Exit(kubetest.Run(m, &env, kubetest.Options{}))
 }
 

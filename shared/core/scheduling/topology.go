@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
@@ -449,13 +450,64 @@ func (s *solver) initTopology() {
 			}
 		}
 	}
-	for _, p := range s.pods {
-		for _, g := range s.topo.groups {
-			if g.selects(p.pod) {
+	// Which groups select each pod of the batch. Groups are visited in
+	// order, so each pod's selectedBy keeps the groups' order; a group
+	// whose selector requires a label value only looks at the pods that
+	// carry one of its values (many Deployments, each selecting its own
+	// pods, would otherwise cost groups x pods selector matches).
+	byLabel := map[string]map[string][]int{}
+	for i, p := range s.pods {
+		for k, v := range p.pod.Labels {
+			if byLabel[k] == nil {
+				byLabel[k] = map[string][]int{}
+			}
+			byLabel[k][v] = append(byLabel[k][v], i)
+		}
+	}
+	for _, g := range s.topo.groups {
+		candidates, indexed := candidatePods(g, byLabel)
+		if !indexed {
+			for _, p := range s.pods {
+				if g.selects(p.pod) {
+					p.selectedBy = append(p.selectedBy, g)
+				}
+			}
+			continue
+		}
+		for _, i := range candidates {
+			if p := s.pods[i]; g.selects(p.pod) {
 				p.selectedBy = append(p.selectedBy, g)
 			}
 		}
 	}
+}
+
+// candidatePods are the indexes, in batch order, of the pods that carry a
+// value the group's selector requires (its first Equals or In
+// requirement), from an index of the batch by label. indexed is false when
+// the selector requires no value, and every pod is a candidate.
+func candidatePods(g *group, byLabel map[string]map[string][]int) (candidates []int, indexed bool) {
+	reqs, selectable := g.selector.Requirements()
+	if !selectable {
+		return nil, true
+	}
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+		default:
+			continue
+		}
+		values := r.Values().List()
+		for _, v := range values {
+			candidates = append(candidates, byLabel[r.Key()][v]...)
+		}
+		if len(values) > 1 {
+			slices.Sort(candidates)
+			candidates = slices.Compact(candidates)
+		}
+		return candidates, true
+	}
+	return nil, false
 }
 
 func (s *solver) ownedGroups(p *corev1.Pod) []*group {

@@ -38,7 +38,16 @@ import (
 // GC's doubling and buys about 0.3 vCPU, which keeps that pass near 13 s,
 // well inside the tick's timeout; the bootstrap only applies manifests.
 const (
-	tickMemoryMiB         = 512
+	// Memory sizes from shared/local/scale BenchmarkScale (docs/deploy.md,
+	// Sizing): on 50,000 pods the provisioner peaks near 250 MiB of heap
+	// under its GOMEMLIMIT, 0.3 vCPU runs its ticks in 8 to 18 s.
+	tickMemoryMiB = 512
+	// The disruption function's full pass on 5,000 nodes holds near
+	// 310 MiB under a 409 MiB GOMEMLIMIT, with the collector working
+	// hard: 19 s of CPU, over a minute at 512 MiB's 0.3 vCPU. 1 GiB buys
+	// 0.58 vCPU and room, about 26 s, at about the same GB-seconds (the
+	// work is CPU-bound, and Lambda bills memory times time).
+	disruptionMemoryMiB   = 1024
 	interruptionMemoryMiB = 512 // it also launches replacements: a provisioning pass
 	bootstrapMemoryMiB    = 256
 	// The watcher only keeps watches (pods, nodes, one lease) and invokes
@@ -433,7 +442,7 @@ func (s *Stack) defineFunctions() error {
 		{
 			name: Disruption, id: "Disruption", tick: true,
 			description: "Karpless disruption: expiry, drift, consolidation, termination, garbage collection",
-			memoryMiB:   tickMemoryMiB, timeout: tickTimeout, reserved: s.Props.ReservedConcurrency,
+			memoryMiB:   disruptionMemoryMiB, timeout: tickTimeout, reserved: s.Props.ReservedConcurrency,
 			env: map[string]*string{
 				"CLUSTER_NAME": clusterEnv, "NODE_ROLE_NAME": nodeRoleEnv, "METRICS_LEVEL": metricsEnv,
 				"SPOT_TO_SPOT_CONSOLIDATION": jsii.String(fmt.Sprint(s.Props.SpotToSpotConsolidation)),

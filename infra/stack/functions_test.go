@@ -27,7 +27,7 @@ func TestFunctions(t *testing.T) {
 			"BATCH_IDLE_DURATION": "1s", "BATCH_MAX_DURATION": "10s", "RESPONSIVENESS": "continuous", "LOG_LEVEL": "info", "MODE": "active"}},
 		{Disruption, 1024, 70, nil, map[string]any{"GOMEMLIMIT": "819MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "METRICS_LEVEL": "minimal",
 			"SPOT_TO_SPOT_CONSOLIDATION": "false", "LOG_LEVEL": "info", "MODE": "active"}},
-		{Interruption, 512, 60, nil, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "INTERRUPTION_QUEUE_URL": queue, "METRICS_LEVEL": "minimal",
+		{Interruption, 1024, 60, nil, map[string]any{"GOMEMLIMIT": "819MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "INTERRUPTION_QUEUE_URL": queue, "METRICS_LEVEL": "minimal",
 			"LOG_LEVEL": "info", "MODE": "active"}},
 		{Bootstrap, 256, 300, nil, map[string]any{"GOMEMLIMIT": "204MiB", "CLUSTER_NAME": testCluster, "LOG_LEVEL": "info", "MODE": "active"}},
 		{Watcher, 128, 75, nil, map[string]any{"GOMEMLIMIT": "102MiB", "CLUSTER_NAME": testCluster, "LOG_LEVEL": "info", "MODE": "active",

@@ -47,8 +47,13 @@ const (
 	// hard: 19 s of CPU, over a minute at 512 MiB's 0.3 vCPU. 1 GiB buys
 	// 0.58 vCPU and room, about 26 s, at about the same GB-seconds (the
 	// work is CPU-bound, and Lambda bills memory times time).
-	disruptionMemoryMiB   = 1024
-	interruptionMemoryMiB = 512 // it also launches replacements: a provisioning pass
+	disruptionMemoryMiB = 1024
+	// The interruption batch launches replacements (a provisioning pass)
+	// and drains: two snapshots, 10 s of CPU for 10 warnings on 5,000
+	// nodes, 35 s at 512 MiB's share against its 60 s and the warning's
+	// two minutes. At 1 GiB, about 18 s; batches are rare, so the cost is
+	// small.
+	interruptionMemoryMiB = 1024
 	bootstrapMemoryMiB    = 256
 	// The watcher only keeps watches (pods, nodes, one lease) and invokes
 	// the provisioner; it builds no catalog.

@@ -137,7 +137,7 @@ func (p *Provisioner) deadline(ctx context.Context, start time.Time) time.Time {
 // advanced so nodes become ready without waiting for the next tick.
 // After each pass it calls checkpoint, and after advancing claims
 // flushMetrics. While a pass leaves pods for the next (more, at first),
-// the next pass runs at once, without waiting for a pod event.
+// the next pass runs after BatchIdle, without waiting for a pod event.
 func (p *Provisioner) watch(ctx context.Context, l *lease.Lease, inv *invocation, sum *Summary, more bool, checkpoint, flushMetrics func()) error {
 	w, err := p.Kube.Core.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName="})
 	if err != nil {
@@ -150,10 +150,11 @@ func (p *Provisioner) watch(ctx context.Context, l *lease.Lease, inv *invocation
 	defer advance.Stop()
 	var batchStart, lastPod time.Time
 	batching := false
-	// again makes the batch close at the next idle check.
+	// again opens a batch as a new pod would: the next pass runs after
+	// BatchIdle, not in a tight loop if passes keep failing.
 	again := func() {
 		now := p.Clock.Now()
-		batching, batchStart, lastPod = true, now, now.Add(-p.Config.BatchIdle)
+		batching, batchStart, lastPod = true, now, now
 	}
 	if more {
 		again()

@@ -152,7 +152,7 @@ cdk-pin:
 ## bench: Karpless vs Karpenter v1.14.1's scheduler in its production
 ## configuration (1 worker, 1-minute solve timeout), on EKS DaemonSets, two
 ## NodePools and four pod mixes, 3 runs per side (docs/bench.md). Karpenter
-## needs 20-30 s of CPU per 1,000 pods and 80-150 s per 5,000, so the whole
+## needs 20-30 s of CPU per 1,000 pods and 7-165 s per 5,000, so the whole
 ## run is about 3 h of CPU (far more wall time on a busy machine); a subset:
 ## make bench BENCH_ARGS='-cases getting-started -mixes karpenter -sizes 1000,5000'
 ## (about 10 min of CPU). The last line is

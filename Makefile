@@ -87,8 +87,10 @@ vet:
 ## test binaries, the local control planes) collect garbage half as often as
 ## by default (GOGC=200, unless set): two cores are short of CPU, not of
 ## memory. Tests that measure a heap set their own collector.
-SLOW_TESTS := ./shared/ticks/interrupt ./shared/local/soak ./shared/ticks/termination ./shared/local/demo ./shared/ticks/bootstrap
-SHARDS := shared/ticks/provision='^Test(Killed|Static|Buffer)' shared/ticks/disrupt='^Test(Crash|Kill|Buffer|Abandon|Stale|ConsolidationInto|ConsolidationUses)'
+## The soak's CI seeds (the longest test, about 8 minutes) run as a shard of
+## their own too, so they hold none of the -p slots the other packages queue for.
+SLOW_TESTS := ./shared/ticks/interrupt ./shared/ticks/termination ./shared/local/demo ./shared/ticks/bootstrap
+SHARDS := shared/ticks/provision='^Test(Killed|Static|Buffer)' shared/ticks/disrupt='^Test(Crash|Kill|Buffer|Abandon|Stale|ConsolidationInto|ConsolidationUses)' shared/local/soak='^TestSoakCI$$'
 TEST_FLAGS := -count=1 -timeout 25m
 test: kube
 	@export KARPLESS_REQUIRE_KUBE=1 CDK_VALIDATION=false GOGC=$${GOGC:-200}; \

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
-	"runtime/metrics"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -139,43 +137,14 @@ func heapPeak(b *testing.B, f func()) float64 {
 	var worst uint64
 	for b.Loop() {
 		b.StopTimer()
-		runtime.GC()
-		base := heapObjects()
-		var peak atomic.Uint64
-		stop := make(chan struct{})
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			t := time.NewTicker(2 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-					if h := heapObjects(); h > peak.Load() {
-						peak.Store(h)
-					}
-				}
-			}
-		}()
+		heap := testworld.StartHeapSampler()
 		b.StartTimer()
 		f()
 		b.StopTimer()
-		close(stop)
-		<-done
-		if p := peak.Load(); p > base && p-base > worst {
-			worst = p - base
-		}
+		worst = max(worst, heap.Stop())
 		b.StartTimer()
 	}
 	return float64(worst) / (1 << 20)
-}
-
-func heapObjects() uint64 {
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
 }
 
 // byteCount is an io.Writer that counts.

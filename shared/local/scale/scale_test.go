@@ -9,10 +9,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"runtime/pprof"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +25,7 @@ import (
 	"github.com/karpless/karpless/shared/kube/snapshot"
 	"github.com/karpless/karpless/shared/local/kubetest"
 	"github.com/karpless/karpless/shared/local/scale"
+	"github.com/karpless/karpless/shared/local/testworld"
 	"github.com/karpless/karpless/shared/ticks/disrupt"
 )
 
@@ -108,7 +107,7 @@ func BenchmarkScale(b *testing.B) {
 			each(b, "snapshot", read, func(b *testing.B) {
 				b.StopTimer()
 				runtime.GC()
-				before := heapObjects()
+				before := testworld.HeapObjects()
 				b.StartTimer()
 				snap, err := snapshot.Take(ctx, w.App.Kube, clock.RealClock{})
 				if err != nil {
@@ -116,7 +115,7 @@ func BenchmarkScale(b *testing.B) {
 				}
 				b.StopTimer()
 				runtime.GC()
-				b.ReportMetric(float64(heapObjects()-before)/(1<<20), "MiB-retained")
+				b.ReportMetric(float64(testworld.HeapObjects()-before)/(1<<20), "MiB-retained")
 				runtime.KeepAlive(snap)
 				b.StartTimer()
 			})
@@ -226,25 +225,7 @@ func measure(b *testing.B, limit bool, read func() int64, f func(b *testing.B)) 
 	var bytes int64
 	for b.Loop() {
 		b.StopTimer()
-		runtime.GC()
-		base := heapObjects()
-		var peak atomic.Uint64
-		stop, done := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(done)
-			t := time.NewTicker(2 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-					if h := heapObjects(); h > peak.Load() {
-						peak.Store(h)
-					}
-				}
-			}
-		}()
+		heap := testworld.StartHeapSampler()
 		profile(b, "before")
 		cpu0, read0 := cpuTime(), read()
 		b.StartTimer()
@@ -253,11 +234,7 @@ func measure(b *testing.B, limit bool, read func() int64, f func(b *testing.B)) 
 		profile(b, "after")
 		cpu += cpuTime() - cpu0
 		bytes += read() - read0
-		close(stop)
-		<-done
-		if p := peak.Load(); p > base && p-base > worst {
-			worst = p - base
-		}
+		worst = max(worst, heap.Stop())
 		b.StartTimer()
 	}
 	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
@@ -292,12 +269,6 @@ func forgetConsolidation(b *testing.B, w *scale.World) {
 	if err != nil && !apierrors.IsNotFound(err) {
 		b.Fatal(err)
 	}
-}
-
-func heapObjects() uint64 {
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
 }
 
 // cpuTime is the process's user and system CPU time so far.

@@ -19,12 +19,13 @@ import (
 // changes a pod works on a DeepCopy, as the simulator does. One Trimmer
 // per snapshot: it keeps every distinct value it met until dropped.
 type Trimmer struct {
-	affinities  map[string]*corev1.Affinity
-	selectors   map[string]map[string]string
-	spreads     map[string][]corev1.TopologySpreadConstraint
-	resources   map[string]corev1.ResourceList
-	containers  map[string][]corev1.Container
-	labels      map[string]map[string]string
+	affinities map[string]*corev1.Affinity
+	spreads    map[string][]corev1.TopologySpreadConstraint
+	resources  map[string]corev1.ResourceList
+	containers map[string][]corev1.Container
+	// stringMaps holds labels and node selectors alike: both are
+	// read-only maps of strings.
+	stringMaps  map[string]map[string]string
 	tolerations map[string][]corev1.Toleration
 	owners      map[string][]metav1.OwnerReference
 	strs        map[string]string
@@ -34,9 +35,9 @@ type Trimmer struct {
 // NewTrimmer is a Trimmer for one snapshot.
 func NewTrimmer() *Trimmer {
 	return &Trimmer{
-		containers: map[string][]corev1.Container{}, labels: map[string]map[string]string{},
+		containers: map[string][]corev1.Container{}, stringMaps: map[string]map[string]string{},
 		tolerations: map[string][]corev1.Toleration{}, owners: map[string][]metav1.OwnerReference{},
-		strs: map[string]string{}, affinities: map[string]*corev1.Affinity{}, selectors: map[string]map[string]string{},
+		strs: map[string]string{}, affinities: map[string]*corev1.Affinity{},
 		spreads: map[string][]corev1.TopologySpreadConstraint{}, resources: map[string]corev1.ResourceList{},
 	}
 }
@@ -45,13 +46,13 @@ func NewTrimmer() *Trimmer {
 func (t *Trimmer) Pod(p *corev1.Pod) *corev1.Pod {
 	out := TrimPod(p)
 	out.Namespace = t.str(out.Namespace)
-	out.Labels = t.labelsOf(out.Labels)
+	out.Labels = t.stringMapOf(out.Labels)
 	out.OwnerReferences = t.ownersOf(out.OwnerReferences)
 	out.Spec.NodeName = t.str(out.Spec.NodeName)
 	out.Spec.SchedulerName = t.str(out.Spec.SchedulerName)
 	out.Spec.PriorityClassName = t.str(out.Spec.PriorityClassName)
 	out.Spec.Tolerations = t.tolerationsOf(out.Spec.Tolerations)
-	out.Spec.NodeSelector = t.selectorOf(out.Spec.NodeSelector)
+	out.Spec.NodeSelector = t.stringMapOf(out.Spec.NodeSelector)
 	out.Spec.Affinity = t.affinityOf(out.Spec.Affinity)
 	out.Spec.TopologySpreadConstraints = t.spreadsOf(out.Spec.TopologySpreadConstraints)
 	out.Spec.Containers = t.containersOf(out.Spec.Containers)
@@ -79,18 +80,6 @@ func (t *Trimmer) resourcesOf(l corev1.ResourceList) corev1.ResourceList {
 		t.field(q.String())
 	}
 	return shared(t, t.resources, l)
-}
-
-func (t *Trimmer) selectorOf(l map[string]string) map[string]string {
-	if len(l) == 0 {
-		return l
-	}
-	t.key.Reset()
-	for _, k := range slices.Sorted(maps.Keys(l)) {
-		t.field(k)
-		t.field(l[k])
-	}
-	return shared(t, t.selectors, l)
 }
 
 // affinityOf and spreadsOf key by the protobuf encoding, which is
@@ -147,7 +136,8 @@ func shared[V any](t *Trimmer, m map[string]V, v V) V {
 
 func (t *Trimmer) field(s string) { t.key.WriteString(s); t.key.WriteByte(0) }
 
-func (t *Trimmer) labelsOf(l map[string]string) map[string]string {
+// stringMapOf shares a map of strings (labels, a node selector).
+func (t *Trimmer) stringMapOf(l map[string]string) map[string]string {
 	if len(l) == 0 {
 		return l
 	}
@@ -156,7 +146,7 @@ func (t *Trimmer) labelsOf(l map[string]string) map[string]string {
 		t.field(k)
 		t.field(l[k])
 	}
-	return shared(t, t.labels, l)
+	return shared(t, t.stringMaps, l)
 }
 
 func (t *Trimmer) ownersOf(o []metav1.OwnerReference) []metav1.OwnerReference {

@@ -81,9 +81,11 @@ vet:
 ## given, so they no longer start last and set the wall time alone. The two
 ## longest packages run as two processes each (each with its own control
 ## plane) beside the rest: the tests SHARDS names for the package, and the
-## others. Vet, the generated-files check and cdk synth run beside the tests
-## (their output is printed after the tests'): before them they held the
-## second core idle for half a minute. The Go processes of the run (compiler,
+## others. Vet, the generated-files check and cdk synth run first: vet
+## compiles every package, so timing-sensitive scenarios (the demo's
+## interruption deadline) do not race a cold cache's compiles (beside the
+## tests, the demo missed its deadline in a run that compiled). The Go
+## processes of the run (compiler,
 ## test binaries, the local control planes) collect garbage half as often as
 ## by default (GOGC=200, unless set): two cores are short of CPU, not of
 ## memory. Tests that measure a heap set their own collector.
@@ -92,10 +94,9 @@ vet:
 SLOW_TESTS := ./shared/ticks/interrupt ./shared/ticks/termination ./shared/local/demo ./shared/ticks/bootstrap
 SHARDS := shared/ticks/provision='^Test(Killed|Static|Buffer)' shared/ticks/disrupt='^Test(Crash|Kill|Buffer|Abandon|Stale|ConsolidationInto|ConsolidationUses)' shared/local/soak='^TestSoakCI$$'
 TEST_FLAGS := -count=1 -timeout 25m
-test: kube
+test: kube vet check-generated synth
 	@export KARPLESS_REQUIRE_KUBE=1 CDK_VALIDATION=false GOGC=$${GOGC:-200}; \
 	logs=$$(mktemp -d); trap 'rm -rf $$logs' EXIT; pids=(); skip=(); n=0; \
-	$(MAKE) --no-print-directory vet check-generated synth > $$logs/checks 2>&1 & checks=$$!; \
 	for shard in $(SHARDS); do \
 		pkg=$${shard%%=*}; re=$${shard#*=}; skip+=("github.com/karpless/karpless/$$pkg"); \
 		$(GO) test $(TEST_FLAGS) -run "$$re" ./$$pkg > $$logs/$$n.a 2>&1 & pids+=($$!); \
@@ -104,8 +105,6 @@ test: kube
 	done; \
 	$(GO) test $(TEST_FLAGS) -p $(TEST_PARALLEL) $(SLOW_TESTS) $$($(GO) list ./... | grep -vxF "$${skip[@]/#/-e}"); rc=$$?; \
 	for pid in "$${pids[@]}"; do wait $$pid || rc=1; done; \
-	wait $$checks || { rc=1; echo "FAIL: vet, check-generated or synth (below)"; }; \
-	echo "vet, check-generated, synth:"; cat $$logs/checks; \
 	n=0; for shard in $(SHARDS); do \
 		echo "$${shard%%=*}, tests matching $${shard#*=}:"; cat $$logs/$$n.a; \
 		echo "$${shard%%=*}, the other tests:"; cat $$logs/$$n.b; n=$$((n+1)); \

@@ -28,7 +28,7 @@ CDK_ARGS     ?=
 # Identity of the CRDs the bootstrap embeds; a change makes CloudFormation re-run it.
 CRD_HASH     := $(shell cat shared/apis/crds/*.yaml 2>/dev/null | sha256sum | cut -c1-16)
 
-.PHONY: all demo test soak unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
+.PHONY: all demo test checks soak unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
 
 all: test
 
@@ -70,6 +70,11 @@ check-generated:
 	for f in $$tmp/*.yaml; do diff -q $$f shared/apis/crds/$$(basename $$f) >/dev/null || { echo "shared/apis/crds/$$(basename $$f) is stale: run make generate"; exit 1; }; done; \
 	echo "generated CRDs are up to date"
 
+## checks: vet, the generated-files check and cdk synth, side by side (none
+## of them is timing-sensitive; alone, each held the second core idle).
+checks:
+	@$(MAKE) --no-print-directory -j3 vet check-generated synth
+
 vet:
 	$(GO) vet ./...
 	@out=$$("$$($(GO) env GOROOT)/bin/gofmt" -l functions events shared infra cmd bench); \
@@ -81,7 +86,8 @@ vet:
 ## given, so they no longer start last and set the wall time alone. The two
 ## longest packages run as two processes each (each with its own control
 ## plane) beside the rest: the tests SHARDS names for the package, and the
-## others. Vet, the generated-files check and cdk synth run first: vet
+## others. Vet, the generated-files check and cdk synth run first (side by
+## side, as `checks`): vet
 ## compiles every package, so timing-sensitive scenarios (the demo's
 ## interruption deadline) do not race a cold cache's compiles (beside the
 ## tests, the demo missed its deadline in a run that compiled). The Go
@@ -94,7 +100,7 @@ vet:
 SLOW_TESTS := ./shared/ticks/interrupt ./shared/ticks/termination ./shared/local/demo ./shared/ticks/bootstrap
 SHARDS := shared/ticks/provision='^Test(Killed|Static|Buffer)' shared/ticks/disrupt='^Test(Crash|Kill|Buffer|Abandon|Stale|ConsolidationInto|ConsolidationUses)' shared/local/soak='^TestSoakCI$$'
 TEST_FLAGS := -count=1 -timeout 25m
-test: kube vet check-generated synth
+test: kube checks
 	@export KARPLESS_REQUIRE_KUBE=1 CDK_VALIDATION=false GOGC=$${GOGC:-200}; \
 	logs=$$(mktemp -d); trap 'rm -rf $$logs' EXIT; pids=(); skip=(); n=0; \
 	for shard in $(SHARDS); do \

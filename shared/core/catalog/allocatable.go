@@ -222,6 +222,12 @@ func (t *InstanceType) extended() map[corev1.ResourceName]int64 {
 // Overhead is what the kubelet keeps from capacity: kube-reserved,
 // system-reserved and the hard eviction thresholds, summed per resource.
 func (t *InstanceType) Overhead(cfg NodeConfig) (corev1.ResourceList, error) {
+	return t.overhead(cfg, t.Capacity(cfg))
+}
+
+// overhead is Overhead given the capacity: a cold start builds every
+// type's capacity and allocatable, and capacity is the costly part.
+func (t *InstanceType) overhead(cfg NodeConfig, capacity corev1.ResourceList) (corev1.ResourceList, error) {
 	f := flagsFor(cfg.Family)
 	podsForMemory := t.Pods(cfg)
 	if f.eniLimitedMemoryOverhead {
@@ -239,7 +245,6 @@ func (t *InstanceType) Overhead(cfg NodeConfig) (corev1.ResourceList, error) {
 	if err := overlay(system, cfg.SystemReserved, "systemReserved"); err != nil {
 		return nil, err
 	}
-	capacity := t.Capacity(cfg)
 	storage := capacity[corev1.ResourceEphemeralStorage]
 	mem := capacity[corev1.ResourceMemory]
 	eviction := corev1.ResourceList{
@@ -277,11 +282,21 @@ func (t *InstanceType) Overhead(cfg NodeConfig) (corev1.ResourceList, error) {
 
 // Allocatable is capacity minus overhead, floored at zero.
 func (t *InstanceType) Allocatable(cfg NodeConfig) (corev1.ResourceList, error) {
-	overhead, err := t.Overhead(cfg)
+	_, alloc, err := t.Resources(cfg)
+	return alloc, err
+}
+
+// Resources is the node's capacity and allocatable, capacity computed once.
+func (t *InstanceType) Resources(cfg NodeConfig) (capacity, allocatable corev1.ResourceList, err error) {
+	capacity = t.Capacity(cfg)
+	overhead, err := t.overhead(cfg, capacity)
 	if err != nil {
-		return nil, fmt.Errorf("instance type %s: %w", t.Name, err)
+		return nil, nil, fmt.Errorf("instance type %s: %w", t.Name, err)
 	}
-	out := t.Capacity(cfg)
+	out := make(corev1.ResourceList, len(capacity))
+	for k, v := range capacity {
+		out[k] = v.DeepCopy()
+	}
 	for k, v := range overhead {
 		q, ok := out[k]
 		if !ok {
@@ -293,7 +308,7 @@ func (t *InstanceType) Allocatable(cfg NodeConfig) (corev1.ResourceList, error) 
 		}
 		out[k] = q
 	}
-	return out, nil
+	return capacity, out, nil
 }
 
 // kubeReservedCPUMilli is the EKS AMIs' tiered CPU reservation: 6% of the

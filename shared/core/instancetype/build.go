@@ -74,8 +74,7 @@ func Build(cat *catalog.Catalog, cfg catalog.NodeConfig, zones []string, prices 
 		if od <= 0 {
 			continue
 		}
-		capacity := t.Capacity(cfg)
-		alloc, err := t.Allocatable(cfg)
+		capacity, alloc, err := t.Resources(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("building instance types: %w", err)
 		}

@@ -311,12 +311,12 @@ func (e *Emulator) nodeFor(i *instance, now time.Time) *corev1.Node {
 	}
 	var capacity, allocatable corev1.ResourceList
 	if t != nil {
-		capacity = t.Capacity(cfg)
-		alloc, err := t.Allocatable(cfg)
+		c, alloc, err := t.Resources(cfg)
 		if err != nil {
-			alloc = capacity
+			c = t.Capacity(cfg)
+			alloc = c
 		}
-		allocatable = alloc
+		capacity, allocatable = c, alloc
 	}
 	if capacity != nil {
 		capacity["hugepages-1Gi"], capacity["hugepages-2Mi"] = resource.MustParse("0"), resource.MustParse("0")

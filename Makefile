@@ -86,17 +86,15 @@ vet:
 ## given, so they no longer start last and set the wall time alone. The two
 ## longest packages run as two processes each (each with its own control
 ## plane) beside the rest: the tests SHARDS names for the package, and the
-## others. Vet, the generated-files check and cdk synth run first (side by
-## side, as `checks`): vet
-## compiles every package, so timing-sensitive scenarios (the demo's
-## interruption deadline) do not race a cold cache's compiles (beside the
-## tests, the demo missed its deadline in a run that compiled). The Go
-## processes of the run (compiler,
-## test binaries, the local control planes) collect garbage half as often as
-## by default (GOGC=200, unless set): two cores are short of CPU, not of
-## memory. Tests that measure a heap set their own collector.
-## The soak's CI seeds (the longest test, about 8 minutes) run as a shard of
-## their own too, so they hold none of the -p slots the other packages queue for.
+## others. The soak's CI seeds run as a shard of their own too, so they hold
+## none of the -p slots the other packages queue for. The checks (vet, the
+## generated-files check, cdk synth) run first, side by side: vet compiles
+## every package, so timing-sensitive scenarios (the demo's interruption
+## deadline) do not race a cold cache's compiles (beside the tests, the demo
+## missed its deadline in a run that compiled). The Go processes of the run
+## (compiler, test binaries, the local control planes) collect garbage half
+## as often as by default (GOGC=200, unless set): two cores are short of
+## CPU, not of memory. Tests that measure a heap set their own collector.
 SLOW_TESTS := ./shared/ticks/interrupt ./shared/ticks/termination ./shared/local/demo ./shared/ticks/bootstrap
 SHARDS := shared/ticks/provision='^Test(Killed|Static|Buffer)' shared/ticks/disrupt='^Test(Crash|Kill|Buffer|Abandon|Stale|ConsolidationInto|ConsolidationUses)' shared/local/soak='^TestSoakCI$$'
 TEST_FLAGS := -count=1 -timeout 25m

@@ -91,14 +91,18 @@ func (v *claimView) zoneNames(_ *solver) []string {
 // claim is a new NodeClaim opened during the solve.
 type claim struct {
 	claimView
-	idx    int
-	pods   []*podState
-	req    []int64
-	mask   bitset
-	order  *priceOrder
-	cursor int
+	idx   int
+	pods  []*podState
+	req   []int64
+	mask  bitset
+	order *priceOrder
+	// cursor is the position in order of the first type that fits (by
+	// offering price); pick that of the type that costs least with the
+	// surplus CPU credits of burstable types, at or after it.
+	cursor, pick int
+	// price is what pick costs, credits included.
 	price  float64
-	slack  []int64 // allocatable of the cheapest fitting type minus req
+	slack  []int64 // allocatable of the pick type minus req
 	ports  []hostPort
 	merged []int32
 	// reserved is the share of the NodePool's limits this claim holds: the
@@ -117,7 +121,8 @@ type claimEval struct {
 	view     claimView
 	maskNew  bool // the narrowed mask is in s.scratchMask
 	order    *priceOrder
-	pos      int
+	pos      int // the first type that fits
+	pick     int // the type that costs least, credits included
 	price    float64
 	merge    bool
 	relaxed  bool
@@ -310,7 +315,12 @@ func (s *solver) applyDecisions(v *claimView, mask *bitset, ev *claimEval) bool 
 }
 
 // fitClaim finds the cheapest type of the narrowed claim that holds its
-// pods plus p, within the NodePool's limits and minValues.
+// pods plus p, within the NodePool's limits and minValues: the first that
+// fits in the price order, unless a burstable type's surplus CPU credits
+// make a later one cheaper. Credits only add to a price, so the search
+// stops at the first type whose offering alone costs as much as the best
+// found (at once after a type that is not burstable or runs at or below
+// its baseline), and never passes from the other types to exotic ones.
 func (s *solver) fitClaim(c *claim, p *podState, v *claimView, mask bitset, ev *claimEval) bool {
 	t := c.t
 	order := t.order(s, v.zm, v.ctm)
@@ -324,9 +334,13 @@ func (s *solver) fitClaim(c *claim, p *podState, v *claimView, mask bitset, ev *
 	for i := range req {
 		req[i] = c.req[i] + p.req[i]
 	}
-	pos := -1
+	pos, pick := -1, -1
+	best := 0.0
 	for i := start; i < len(order.idx); i++ {
 		ti := int(order.idx[i])
+		if pick >= 0 && (order.price[i] >= best || t.types[ti].exotic != t.types[order.idx[pick]].exotic) {
+			break
+		}
 		if !mask.has(ti) {
 			continue
 		}
@@ -337,8 +351,12 @@ func (s *solver) fitClaim(c *claim, p *podState, v *claimView, mask bitset, ev *
 		if t.hasLimits && !t.withinLimits(tt, c.reserved) {
 			continue
 		}
-		pos = i
-		break
+		if pos < 0 {
+			pos = i
+		}
+		if p := order.price[i] + t.creditsAt(tt, req[dimCPU]); pick < 0 || p < best {
+			pick, best = i, p
+		}
 	}
 	if pos < 0 {
 		ev.why = "resources"
@@ -352,7 +370,7 @@ func (s *solver) fitClaim(c *claim, p *podState, v *claimView, mask bitset, ev *
 		}
 		ev.relaxed, ev.minVals = relaxed != nil, relaxed
 	}
-	ev.order, ev.pos, ev.price = order, pos, order.price[pos]
+	ev.order, ev.pos, ev.pick, ev.price = order, pos, pick, best
 	return true
 }
 
@@ -402,7 +420,7 @@ func (s *solver) freshClaim(t *template) *claim {
 	c.claimView = claimView{t: t, host: s.nextHostID(), name: s.nextHostName(), zm: t.zm, zoneC: t.zoneC, ctm: t.ctm, ctC: t.ctC, reqs: t.base}
 	c.mask = t.all
 	c.order = nil
-	c.cursor = 0
+	c.cursor, c.pick = 0, 0
 	c.held = nil
 	return c
 }
@@ -429,13 +447,13 @@ func (s *solver) commitClaim(c *claim, p *podState, ev *claimEval) {
 	}
 	c.pods = append(c.pods, p)
 	addInto(c.req, p.req)
-	c.order, c.cursor, c.price = ev.order, ev.pos, ev.price
+	c.order, c.cursor, c.pick, c.price = ev.order, ev.pos, ev.pick, ev.price
 	if ev.relaxed {
 		c.minRelaxed, c.minVals = true, ev.minVals
 	}
 	s.holdReservations(c, ev.resv)
 	c.ports = append(c.ports, p.ports...)
-	tt := t.types[c.order.idx[c.cursor]]
+	tt := t.types[c.order.idx[c.pick]]
 	for i := range c.slack {
 		c.slack[i] = tt.alloc[i] - c.req[i]
 	}

@@ -16,14 +16,23 @@ const MaxLaunchTypes = 60
 type LaunchOffering struct {
 	Type     *InstanceType
 	Offering Offering
+	// Credits is the $/h of surplus CPU credits the node would spend on
+	// this type (burstable types above their baseline; CreditHourly).
+	Credits float64
 }
+
+// Hourly is what the offering costs per hour, credits included.
+func (o LaunchOffering) Hourly() float64 { return o.Offering.Price + o.Credits }
 
 // LaunchOrder is why a launch asks for what it asks: the one place both the
 // launch (what CreateFleet is offered) and the simulator's price prediction
 // (CheapestOffering) take it from. allows says whether an offering may be
 // used at all (available, in the claim's zones and capacity types, not
 // marked unavailable); minValues is set when the claim's requirements have
-// minValues. The rules are those of Karpenter's AWS provider, in its order:
+// minValues; requestedCPUMilli is the CPU the claim's pods and DaemonSets
+// request (its spec.resources.requests), which prices the surplus CPU
+// credits of burstable types (0: none). The rules are those of Karpenter's
+// AWS provider, in its order, with credits added (Karpenter ignores them):
 //
 //  1. Only types with an allowed offering.
 //  2. Without minValues, exotic types (metal, GPUs, accelerators) only when
@@ -32,24 +41,29 @@ type LaunchOffering struct {
 //     allowed, spot offerings dearer than the cheapest on-demand one are
 //     dropped (a large spot type must not win over a cheaper on-demand
 //     one), and types left with no offering go.
-//  4. Types by their cheapest allowed offering, ties by name; the first
-//     MaxLaunchTypes stay.
-//  5. The capacity type: reserved if any of those has an allowed reserved
+//  4. Without minValues, a burstable type whose offering is cheaper than
+//     another type's but which costs more than it with credits is dropped:
+//     EC2 picks by offering price and would launch it (keepInEC2Order).
+//     With minValues every type stays, as in Karpenter, for the values.
+//  5. Types by their cheapest allowed offering plus credits, ties by name;
+//     the first MaxLaunchTypes stay.
+//  6. The capacity type: reserved if any of those has an allowed reserved
 //     offering, else spot if any has a spot one, else on-demand.
 //
 // It returns that capacity type and its allowed offerings of the kept
-// types, cheapest first (ties by type, then zone); no offerings when none
-// is allowed.
-func LaunchOrder(types []*InstanceType, allows func(*Offering) bool, minValues bool) (string, []LaunchOffering) {
+// types, cheapest with credits first (ties by type, then zone); no
+// offerings when none is allowed.
+func LaunchOrder(types []*InstanceType, allows func(*Offering) bool, minValues bool, requestedCPUMilli int64) (string, []LaunchOffering) {
 	type candidate struct {
 		it       *InstanceType
 		offers   []Offering
 		cheapest float64
+		credits  float64
 	}
 	var all []candidate
 	generic := false
 	for _, it := range types {
-		c := candidate{it: it, cheapest: math.Inf(1)}
+		c := candidate{it: it, cheapest: math.Inf(1), credits: CreditHourly(it, requestedCPUMilli)}
 		for i := range it.Offerings {
 			if o := &it.Offerings[i]; allows(o) {
 				c.offers = append(c.offers, *o)
@@ -90,8 +104,27 @@ func LaunchOrder(types []*InstanceType, allows func(*Offering) bool, minValues b
 			all[i].cheapest = min(all[i].cheapest, o.Price)
 		}
 	}
+	if !minValues && slices.ContainsFunc(all, func(c candidate) bool { return c.credits > 0 }) {
+		// In the order EC2 weighs them, by offering price.
+		slices.SortStableFunc(all, func(a, b candidate) int {
+			return cmp.Or(cmp.Compare(a.cheapest, b.cheapest), cmp.Compare(a.it.Name, b.it.Name))
+		})
+		burst, price, credits := make([]bool, len(all)), make([]float64, len(all)), make([]float64, len(all))
+		for i, c := range all {
+			burst[i], price[i], credits[i] = c.credits > 0, c.cheapest, c.credits
+		}
+		keep := keepInEC2Order(burst, price, credits)
+		n := 0
+		for i, c := range all {
+			if keep[i] {
+				all[n] = c
+				n++
+			}
+		}
+		all = all[:n]
+	}
 	slices.SortStableFunc(all, func(a, b candidate) int {
-		return cmp.Or(cmp.Compare(a.cheapest, b.cheapest), cmp.Compare(a.it.Name, b.it.Name))
+		return cmp.Or(cmp.Compare(a.cheapest+a.credits, b.cheapest+b.credits), cmp.Compare(a.it.Name, b.it.Name))
 	})
 	if len(all) > MaxLaunchTypes {
 		all = all[:MaxLaunchTypes]
@@ -109,12 +142,12 @@ func LaunchOrder(types []*InstanceType, allows func(*Offering) bool, minValues b
 	for _, c := range all {
 		for _, o := range c.offers {
 			if o.CapacityType == ct {
-				out = append(out, LaunchOffering{Type: c.it, Offering: o})
+				out = append(out, LaunchOffering{Type: c.it, Offering: o, Credits: c.credits})
 			}
 		}
 	}
 	slices.SortStableFunc(out, func(a, b LaunchOffering) int {
-		return cmp.Or(cmp.Compare(a.Offering.Price, b.Offering.Price), cmp.Compare(a.Type.Name, b.Type.Name), cmp.Compare(a.Offering.Zone, b.Offering.Zone))
+		return cmp.Or(cmp.Compare(a.Hourly(), b.Hourly()), cmp.Compare(a.Type.Name, b.Type.Name), cmp.Compare(a.Offering.Zone, b.Offering.Zone))
 	})
 	return ct, out
 }

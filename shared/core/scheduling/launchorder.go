@@ -41,18 +41,23 @@ func (o LaunchOffering) Hourly() float64 { return o.Offering.Price + o.Credits }
 //     allowed, spot offerings dearer than the cheapest on-demand one are
 //     dropped (a large spot type must not win over a cheaper on-demand
 //     one), and types left with no offering go.
-//  4. Without minValues, a burstable type whose offering is cheaper than
-//     another type's but which costs more than it with credits is dropped:
-//     EC2 picks by offering price and would launch it (keepInEC2Order).
-//     With minValues every type stays, as in Karpenter, for the values.
-//  5. Types by their cheapest allowed offering plus credits, ties by name;
-//     the first MaxLaunchTypes stay.
-//  6. The capacity type: reserved if any of those has an allowed reserved
+//  4. Types by their cheapest allowed offering, ties by name: the order in
+//     which EC2 takes them (CreateFleet's lowest-price, and mostly
+//     price-capacity-optimized for spot).
+//  5. Without minValues, a burstable type that costs more with credits
+//     than a type after it is dropped (keepInEC2Order): EC2 would launch
+//     it for its cheaper offering. With minValues every type stays, as in
+//     Karpenter, for the values. What is left is in the order of price
+//     with credits too, so ranking by offering price (what EC2 does)
+//     ranks by the bill.
+//  6. The first MaxLaunchTypes stay.
+//  7. The capacity type: reserved if any of those has an allowed reserved
 //     offering, else spot if any has a spot one, else on-demand.
 //
 // It returns that capacity type and its allowed offerings of the kept
-// types, cheapest with credits first (ties by type, then zone); no
-// offerings when none is allowed.
+// types, cheapest offering first (ties by type, then zone), each with the
+// credits it would spend; no offerings when none is allowed. The first
+// is what EC2 would launch; LaunchOffering.Hourly is what it costs.
 func LaunchOrder(types []*InstanceType, allows func(*Offering) bool, minValues bool, requestedCPUMilli int64) (string, []LaunchOffering) {
 	type candidate struct {
 		it       *InstanceType
@@ -104,11 +109,10 @@ func LaunchOrder(types []*InstanceType, allows func(*Offering) bool, minValues b
 			all[i].cheapest = min(all[i].cheapest, o.Price)
 		}
 	}
+	slices.SortStableFunc(all, func(a, b candidate) int {
+		return cmp.Or(cmp.Compare(a.cheapest, b.cheapest), cmp.Compare(a.it.Name, b.it.Name))
+	})
 	if !minValues && slices.ContainsFunc(all, func(c candidate) bool { return c.credits > 0 }) {
-		// In the order EC2 weighs them, by offering price.
-		slices.SortStableFunc(all, func(a, b candidate) int {
-			return cmp.Or(cmp.Compare(a.cheapest, b.cheapest), cmp.Compare(a.it.Name, b.it.Name))
-		})
 		burst, price, credits := make([]bool, len(all)), make([]float64, len(all)), make([]float64, len(all))
 		for i, c := range all {
 			burst[i], price[i], credits[i] = c.credits > 0, c.cheapest, c.credits
@@ -123,9 +127,6 @@ func LaunchOrder(types []*InstanceType, allows func(*Offering) bool, minValues b
 		}
 		all = all[:n]
 	}
-	slices.SortStableFunc(all, func(a, b candidate) int {
-		return cmp.Or(cmp.Compare(a.cheapest+a.credits, b.cheapest+b.credits), cmp.Compare(a.it.Name, b.it.Name))
-	})
 	if len(all) > MaxLaunchTypes {
 		all = all[:MaxLaunchTypes]
 	}
@@ -147,7 +148,7 @@ func LaunchOrder(types []*InstanceType, allows func(*Offering) bool, minValues b
 		}
 	}
 	slices.SortStableFunc(out, func(a, b LaunchOffering) int {
-		return cmp.Or(cmp.Compare(a.Hourly(), b.Hourly()), cmp.Compare(a.Type.Name, b.Type.Name), cmp.Compare(a.Offering.Zone, b.Offering.Zone))
+		return cmp.Or(cmp.Compare(a.Offering.Price, b.Offering.Price), cmp.Compare(a.Type.Name, b.Type.Name), cmp.Compare(a.Offering.Zone, b.Offering.Zone))
 	})
 	return ct, out
 }

@@ -316,11 +316,8 @@ func (s *solver) applyDecisions(v *claimView, mask *bitset, ev *claimEval) bool 
 
 // fitClaim finds the cheapest type of the narrowed claim that holds its
 // pods plus p, within the NodePool's limits and minValues: the first that
-// fits in the price order, unless a burstable type's surplus CPU credits
-// make a later one cheaper. Credits only add to a price, so the search
-// stops at the first type whose offering alone costs as much as the best
-// found (at once after a type that is not burstable or runs at or below
-// its baseline), and never passes from the other types to exotic ones.
+// fits in the price order, unless it is burstable and its surplus CPU
+// credits make a later one cheaper (cheapestWithCredits).
 func (s *solver) fitClaim(c *claim, p *podState, v *claimView, mask bitset, ev *claimEval) bool {
 	t := c.t
 	order := t.order(s, v.zm, v.ctm)
@@ -334,13 +331,9 @@ func (s *solver) fitClaim(c *claim, p *podState, v *claimView, mask bitset, ev *
 	for i := range req {
 		req[i] = c.req[i] + p.req[i]
 	}
-	pos, pick := -1, -1
-	best := 0.0
+	pos := -1
 	for i := start; i < len(order.idx); i++ {
 		ti := int(order.idx[i])
-		if pick >= 0 && (order.price[i] >= best || t.types[ti].exotic != t.types[order.idx[pick]].exotic) {
-			break
-		}
 		if !mask.has(ti) {
 			continue
 		}
@@ -351,16 +344,21 @@ func (s *solver) fitClaim(c *claim, p *podState, v *claimView, mask bitset, ev *
 		if t.hasLimits && !t.withinLimits(tt, c.reserved) {
 			continue
 		}
-		if pos < 0 {
-			pos = i
-		}
-		if p := order.price[i] + t.creditsAt(tt, req[dimCPU]); pick < 0 || p < best {
-			pick, best = i, p
-		}
+		pos = i
+		break
 	}
 	if pos < 0 {
 		ev.why = "resources"
 		return false
+	}
+	pick, best := pos, order.price[pos]
+	if tt := t.types[order.idx[pos]]; tt.credits.burstable() {
+		best += t.creditsAt(tt, req[dimCPU])
+		if c.keepsPick(order, pos, mask, req) {
+			pick, best = c.pick, order.price[c.pick]
+		} else {
+			pick, best = s.cheapestWithCredits(t, order, pos, best, mask, req, c.reserved)
+		}
 	}
 	if len(t.minValueKeys) > 0 {
 		ok, relaxed := s.checkMinValues(c, v, order, pos, mask, req)
@@ -372,6 +370,46 @@ func (s *solver) fitClaim(c *claim, p *podState, v *claimView, mask bitset, ev *
 	}
 	ev.order, ev.pos, ev.pick, ev.price = order, pos, pick, best
 	return true
+}
+
+// cheapestWithCredits looks on from position pos of order, whose type
+// fits req and costs best with its credits, for a type that costs less
+// with credits. Credits only add to a price, so it stops at the first type
+// whose offering alone costs best or more, and it never passes from the
+// other types to exotic ones.
+func (s *solver) cheapestWithCredits(t *template, order *priceOrder, pos int, best float64, mask bitset, req []int64, reserved []int64) (int, float64) {
+	pick := pos
+	exotic := t.types[order.idx[pos]].exotic
+	for i := pos + 1; i < len(order.idx) && order.price[i] < best; i++ {
+		ti := int(order.idx[i])
+		tt := t.types[ti]
+		if tt.exotic != exotic {
+			break
+		}
+		if !mask.has(ti) || !fits(req, tt.alloc) || (t.hasLimits && !t.withinLimits(tt, reserved)) {
+			continue
+		}
+		if p := order.price[i] + t.creditsAt(tt, req[dimCPU]); p < best {
+			pick, best = i, p
+		}
+	}
+	return pick, best
+}
+
+// keepsPick reports whether the claim's pick, a type that is not
+// burstable, is still its cheapest with credits once req is on it: it
+// still fits, and the types before it in the same order cannot have
+// become cheaper (those that did not fit still do not, the burstable ones
+// only spend more credits with more requests). Without NodePool limits
+// only, whose share can change between evaluations.
+func (c *claim) keepsPick(order *priceOrder, pos int, mask bitset, req []int64) bool {
+	t := c.t
+	if order != c.order || len(c.pods) == 0 || c.pick < pos || t.hasLimits {
+		return false
+	}
+	ti := int(order.idx[c.pick])
+	tt := t.types[ti]
+	return !tt.credits.burstable() && mask.has(ti) && fits(req, tt.alloc)
 }
 
 // checkMinValues counts the distinct values of each minValues key across

@@ -78,26 +78,25 @@ func (m creditModel) hourly(requestedCPUMilli int64) float64 {
 	return m.c.Hourly(m.vcpus, requestedCPUMilli)
 }
 
-// keepInEC2Order returns which of a claim's types to send to CreateFleet
-// (keep[i] for the i-th), given in the order EC2 prefers them (by offering
-// price: CreateFleet takes the lowest price on-demand and weighs price
-// with capacity for spot), with each type's offering price and credits: a
-// burstable type is left out when a type EC2 would take after it costs
-// less with credits. The rule keeps every type that is not burstable (its
-// price is what EC2 compares) and every burstable type that is at or
-// below its baseline, and it never leaves out the type that costs least
-// with credits, so EC2's pick is always among the effectively cheapest of
-// what remains, whichever it falls back to on a capacity error.
-func keepInEC2Order(burst []bool, price, credits []float64) []bool {
-	keep := make([]bool, len(price))
+// keepInEC2Order sets keep[i] for the types a claim should send to
+// CreateFleet, given in the order EC2 prefers them (by offering price:
+// CreateFleet takes the lowest price on-demand and weighs price with
+// capacity for spot), with each type's offering price and the surplus
+// credits it would spend: a burstable type is left out when a type EC2
+// would take after it costs less with credits. The rule keeps every type
+// that spends no credits (its price is what EC2 compares: types that are
+// not burstable, and burstable ones within their baseline), and it never
+// leaves out the type that costs least with credits, so EC2's pick is
+// always among the effectively cheapest of what remains, whichever it
+// falls back to on a capacity error.
+func keepInEC2Order(price, credits []float64, keep []bool) {
 	cheapestAfter := float64(0)
 	seen := false
 	for i := len(price) - 1; i >= 0; i-- {
 		eff := price[i] + credits[i]
-		keep[i] = !burst[i] || credits[i] == 0 || !seen || eff <= cheapestAfter
+		keep[i] = credits[i] == 0 || !seen || eff <= cheapestAfter
 		if keep[i] && (!seen || eff < cheapestAfter) {
 			cheapestAfter, seen = eff, true
 		}
 	}
-	return keep
 }

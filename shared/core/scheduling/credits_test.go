@@ -63,25 +63,24 @@ func TestCreditHourly(t *testing.T) {
 func TestKeepInEC2Order(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		burst   []bool
 		price   []float64
 		credits []float64
 		want    []bool
 	}{
-		{"nothing burstable", []bool{false, false}, []float64{1, 2}, []float64{0, 0}, []bool{true, true}},
+		{"no credits", []float64{1, 2}, []float64{0, 0}, []bool{true, true}},
 		{"burstable dearer with credits than a later type goes",
-			[]bool{true, false, false}, []float64{1, 2, 3}, []float64{1.5, 0, 0}, []bool{false, true, true}},
-		{"burstable cheaper with credits stays",
-			[]bool{true, false}, []float64{1, 2}, []float64{0.5, 0}, []bool{true, true}},
-		{"a tie stays", []bool{true, false}, []float64{1, 2}, []float64{1, 0}, []bool{true, true}},
+			[]float64{1, 2, 3}, []float64{1.5, 0, 0}, []bool{false, true, true}},
+		{"burstable cheaper with credits stays", []float64{1, 2}, []float64{0.5, 0}, []bool{true, true}},
+		{"a tie stays", []float64{1, 2}, []float64{1, 0}, []bool{true, true}},
 		// The second burstable is dearer than the last type; the first is
 		// cheaper than everything kept after it.
 		{"each against what is kept after it",
-			[]bool{true, true, false}, []float64{1, 2, 3}, []float64{0.5, 1.5, 0}, []bool{true, false, true}},
-		{"the last is always kept", []bool{false, true}, []float64{1, 2}, []float64{0, 5}, []bool{true, true}},
+			[]float64{1, 2, 3}, []float64{0.5, 1.5, 0}, []bool{true, false, true}},
+		{"the last is always kept", []float64{1, 2}, []float64{0, 5}, []bool{true, true}},
 	} {
-		if got := keepInEC2Order(tc.burst, tc.price, tc.credits); !slices.Equal(got, tc.want) {
-			t.Errorf("%s: keep %v, want %v", tc.name, got, tc.want)
+		keep := make([]bool, len(tc.price))
+		if keepInEC2Order(tc.price, tc.credits, keep); !slices.Equal(keep, tc.want) {
+			t.Errorf("%s: keep %v, want %v", tc.name, keep, tc.want)
 		}
 	}
 }

@@ -30,7 +30,8 @@ func (s *solver) finalize(c *claim) (*NewNodeClaim, string) {
 	var cts uint8
 	groups := make([]bool, len(t.groups))
 	fitting := make([]*tType, 0, min(s.opts.MaxInstanceTypes, len(t.types)))
-	var prices []float64
+	prices := s.scratchPrices[:0]
+	burstable := false
 	for i := c.cursor; i < len(c.order.idx) && len(fitting) < s.opts.MaxInstanceTypes; i++ {
 		ti := int(c.order.idx[i])
 		tt := t.types[ti]
@@ -42,8 +43,12 @@ func (s *solver) finalize(c *claim) (*NewNodeClaim, string) {
 		}
 		fitting = append(fitting, tt)
 		prices = append(prices, c.order.price[i])
+		burstable = burstable || tt.credits.burstable()
 	}
-	fitting = s.dropCostlyBurstable(c, fitting, prices)
+	s.scratchPrices = prices
+	if burstable {
+		fitting = s.dropCostlyBurstable(c, fitting, prices)
+	}
 	out.InstanceTypes = make([]*InstanceType, 0, len(fitting))
 	chosen := newBitset(len(t.types))
 	for _, tt := range fitting {
@@ -160,18 +165,23 @@ func (s *solver) finalize(c *claim) (*NewNodeClaim, string) {
 // Karpenter's would, and EC2 may launch one.
 func (s *solver) dropCostlyBurstable(c *claim, fitting []*tType, prices []float64) []*tType {
 	t := c.t
-	burst := make([]bool, len(fitting))
-	credits := make([]float64, len(fitting))
-	anyBurst := false
-	for i, tt := range fitting {
-		credits[i] = t.creditsAt(tt, c.req[dimCPU])
-		burst[i] = credits[i] > 0
-		anyBurst = anyBurst || burst[i]
+	credits := s.scratchCredits[:0]
+	spends := false
+	for _, tt := range fitting {
+		cr := t.creditsAt(tt, c.req[dimCPU])
+		credits = append(credits, cr)
+		spends = spends || cr > 0
 	}
-	if !anyBurst {
+	s.scratchCredits = credits
+	if !spends {
 		return fitting
 	}
-	keep := keepInEC2Order(burst, prices, credits)
+	keep := s.scratchKeep[:0]
+	for range fitting {
+		keep = append(keep, false)
+	}
+	s.scratchKeep = keep
+	keepInEC2Order(prices, credits, keep)
 	kept := make([]*tType, 0, len(fitting))
 	for i, tt := range fitting {
 		if keep[i] {

@@ -113,11 +113,11 @@ func LaunchOrder(types []*InstanceType, allows func(*Offering) bool, minValues b
 		return cmp.Or(cmp.Compare(a.cheapest, b.cheapest), cmp.Compare(a.it.Name, b.it.Name))
 	})
 	if !minValues && slices.ContainsFunc(all, func(c candidate) bool { return c.credits > 0 }) {
-		burst, price, credits := make([]bool, len(all)), make([]float64, len(all)), make([]float64, len(all))
+		price, credits, keep := make([]float64, len(all)), make([]float64, len(all)), make([]bool, len(all))
 		for i, c := range all {
-			burst[i], price[i], credits[i] = c.credits > 0, c.cheapest, c.credits
+			price[i], credits[i] = c.cheapest, c.credits
 		}
-		keep := keepInEC2Order(burst, price, credits)
+		keepInEC2Order(price, credits, keep)
 		n := 0
 		for i, c := range all {
 			if keep[i] {

@@ -30,9 +30,9 @@ import "math"
 // the day: utilization is the CPU its pods and DaemonSets request over its
 // vCPUs, at most 100%. Below the baseline a node earns more than it spends
 // and pays nothing extra (earned credits are not valued: they only pay for
-// later bursts, which requests do not show). Windows (a higher rate) and
-// standard mode (no surplus charge, throttled instead) are not modelled:
-// Karpless launches Linux nodes with the default credit specification.
+// later bursts, which requests do not show). Standard mode (no surplus
+// charge, throttled to the baseline instead) is not modelled: Karpless
+// launches with the default credit specification. The rates are Linux's.
 
 // creditRates are the surplus-credit prices in USD per vCPU-hour of the
 // burstable families that launch unlimited by default, Linux.

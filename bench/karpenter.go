@@ -188,7 +188,11 @@ func (w *karpenterWorld) runKarpenter(pods []*corev1.Pod, production bool) (outc
 
 // launch is what the AWS launch of a Karpenter NodeClaim would buy, by the
 // same rule as Karpless's: LaunchOrder over its instance type options,
-// restricted to the zones and capacity types its requirements allow.
+// restricted to the zones and capacity types its requirements allow. The
+// claim carries no requests, so LaunchOrder prices no CPU credits and
+// drops no burstable type: Karpenter's launch ignores credits, and EC2
+// takes the cheapest offering. Its node's credits are then billed by
+// nodeCost, as Karpless's are.
 func (w *karpenterWorld) launch(nc *kscheduling.NodeClaim) (*scheduling.InstanceType, scheduling.Offering) {
 	claim := &scheduling.NewNodeClaim{}
 	for _, key := range []string{corev1.LabelTopologyZone, kv1.CapacityTypeLabelKey} {

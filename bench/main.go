@@ -118,7 +118,7 @@ func run(cfg config) error {
 	overhead := workload.DaemonOverhead()
 	fmt.Printf("catalog: %d instance types x %d zones; on-demand everywhere, spot only where a spot market exists (workload.HasSpotMarket), at estimated prices\n", len(types), len(workload.Zones))
 	fmt.Printf("DaemonSets: %d (aws-node, kube-proxy, ebs-csi-node, eks-pod-identity-agent, aws-for-fluent-bit): %s cpu, %s memory per node\n", len(daemons), overhead.Cpu(), overhead.Memory())
-	fmt.Printf("$/h per node: offering + 20 GiB gp3 root volume ($%.4f) + surplus CPU credits of t3/t3a/t4g at $%.2f per vCPU-h, utilization = requested cpu / vCPUs\n", workload.RootVolumeHourly, workload.CreditPrice)
+	fmt.Printf("$/h per node: offering + 20 GiB gp3 root volume ($%.4f) + surplus CPU credits of t3/t3a ($0.05) and t4g ($0.04) per vCPU-h above baseline, utilization = requested cpu / vCPUs\n", workload.RootVolumeHourly)
 	fmt.Printf("Karpenter v1.14.1 in production configuration: %d worker (CPU_REQUESTS %d), a solve timeout of %s of CPU, %d types kept per NodeClaim, 60 at launch; runs: Karpless %d, Karpenter %d, medians; CPU = getrusage of the process; GOMAXPROCS=%d\n",
 		productionCPURequests/1000, productionCPURequests, productionTimeout, 600, cfg.runs, cfg.karpenterRuns, runtime.GOMAXPROCS(0))
 	minSpeed5k, maxCost := math.Inf(1), 0.0

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -339,7 +340,8 @@ func (c *Cloud) offerings(nc *karpv1.NodeClaim, view *classView, tokenRetry bool
 		}
 	}
 	minValues := slices.ContainsFunc(nc.Spec.Requirements, func(r karpv1.NodeSelectorRequirementWithMinValues) bool { return r.MinValues != nil })
-	ct, order := scheduling.LaunchOrder(candidates, func(*scheduling.Offering) bool { return true }, minValues)
+	requested := nc.Spec.Resources.Requests[corev1.ResourceCPU]
+	ct, order := scheduling.LaunchOrder(candidates, func(*scheduling.Offering) bool { return true }, minValues, requested.MilliValue())
 	var reservation scheduling.Offering
 	if ct == wellknown.CapacityTypeReserved && len(order) > 0 {
 		order, reservation = oneReservation(order)

@@ -22,7 +22,8 @@ type Candidate struct {
 	InstanceType *scheduling.InstanceType // nil when no longer offered
 	Zone         string
 	CapacityType string
-	// Price is the $/h of the node's offering (0 when unknown).
+	// Price is the $/h of the node's offering (0 when unknown), plus the
+	// surplus CPU credits its pods spend on a burstable type (credits.go).
 	Price float64
 	// Pods are every pod bound to the node; Reschedulable those that must
 	// find room elsewhere when it goes.
@@ -109,6 +110,17 @@ func (c *view) candidate(nc *karpv1.NodeClaim, eventual bool, busy map[string]bo
 	}
 	if cand.Price == 0 && cand.InstanceType != nil {
 		cand.Price = offeringPrice(cand.InstanceType, cand.Zone, cand.CapacityType)
+	}
+	if cand.Price > 0 && cand.InstanceType != nil && scheduling.Burstable(cand.InstanceType) {
+		// A burstable node costs its surplus CPU credits too (credits.go).
+		requested := corev1.ResourceList(nil)
+		if i, ok := c.simIndex[node.Name]; ok {
+			requested = c.in.Simulation.Nodes[i].Requested
+		}
+		if requested == nil {
+			requested = scheduling.SumRequests(pods)
+		}
+		cand.Price += nodeCredits(cand.InstanceType, requested)
 	}
 	all := 0.0
 	cand.RescheduleCost = 1

@@ -37,9 +37,20 @@ func (w *world) consolidate(m Method, cands []*Candidate) (*Command, string) {
 			allSpot = false
 		}
 	}
-	cmd := &Command{Method: m, Candidates: cands, PriceBefore: before}
+	moved := map[*corev1.Pod]bool{}
+	for _, cn := range cands {
+		for _, p := range cn.Reschedulable {
+			moved[p] = true
+		}
+	}
+	// The credits the moved pods make staying burstable nodes spend.
+	extra := w.creditsAdded(sim.results, moved)
+	cmd := &Command{Method: m, Candidates: cands, PriceBefore: before, PriceAfter: extra}
 	switch len(sim.results.NewNodeClaims) {
 	case 0:
+		if extra > 0 && extra >= before {
+			return nil, fmt.Sprintf("Can't remove: the CPU credits its pods would spend on the burstable nodes that take them ($%.4f/h) cost more than the node(s) ($%.4f/h)", extra, before)
+		}
 		cmd.Why = fmt.Sprintf("%d node(s) can go, their pods fit on other nodes", len(cands))
 		return cmd, ""
 	case 1:
@@ -55,7 +66,7 @@ func (w *world) consolidate(m Method, cands []*Candidate) (*Command, string) {
 			return nil, "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
 		}
 		reqs[wellknown.CapacityTypeLabel] = scheduling.NewRequirement(wellknown.CapacityTypeLabel, corev1.NodeSelectorOpIn, wellknown.CapacityTypeSpot)
-		n, err = narrow(n, reqs, before)
+		n, err = narrow(n, reqs, before-extra)
 		if err != nil {
 			return nil, fmt.Sprintf("Filtering by price: %v", err)
 		}
@@ -75,7 +86,7 @@ func (w *world) consolidate(m Method, cands []*Candidate) (*Command, string) {
 			}
 		}
 	} else {
-		n, err = narrow(n, reqs, before)
+		n, err = narrow(n, reqs, before-extra)
 		if err != nil {
 			return nil, fmt.Sprintf("Filtering by price: %v", err)
 		}
@@ -96,15 +107,24 @@ func (w *world) consolidate(m Method, cands []*Candidate) (*Command, string) {
 		return nil, NoCheaperReplacement
 	}
 	cmd.Replacements = []*scheduling.NewNodeClaim{n}
-	cmd.PriceAfter = o.Price
+	cmd.PriceAfter = n.HourlyPrice() + extra
 	cmd.Why = fmt.Sprintf("%d node(s) can be replaced by one cheaper node (%s %s in %s)", len(cands), it.Name, o.CapacityType, o.Zone)
 	return cmd, ""
 }
 
+// replaceWith makes n (the command's one replacement, narrowed further) its
+// replacement, and its price after follow: the credits moved pods add on
+// staying nodes stay counted.
+func (cmd *Command) replaceWith(n *scheduling.NewNodeClaim) {
+	cmd.PriceAfter += n.HourlyPrice() - cmd.Replacements[0].HourlyPrice()
+	cmd.Replacements[0] = n
+}
+
 // narrow keeps the claim's instance types whose cheapest allowed, available
-// offering under reqs costs less than maxPrice, cheapest first, and checks
-// that minValues still hold (Karpenter's
-// RemoveInstanceTypeOptionsByPriceAndMinValues).
+// offering under reqs, plus the surplus CPU credits the claim's requests
+// spend on a burstable type, costs less than maxPrice, cheapest first, and
+// checks that minValues still hold (Karpenter's
+// RemoveInstanceTypeOptionsByPriceAndMinValues, which has no credits).
 func narrow(n *scheduling.NewNodeClaim, reqs scheduling.Requirements, maxPrice float64) (*scheduling.NewNodeClaim, error) {
 	zone, ct := reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)
 	type priced struct {
@@ -113,7 +133,7 @@ func narrow(n *scheduling.NewNodeClaim, reqs scheduling.Requirements, maxPrice f
 	}
 	var kept []priced
 	for _, it := range n.InstanceTypes {
-		if p := cheapestAllowed(it, zone, ct); p < maxPrice {
+		if p := cheapestAllowed(it, zone, ct) + n.CreditHourly(it); p < maxPrice {
 			kept = append(kept, priced{it, p})
 		}
 	}

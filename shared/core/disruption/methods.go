@@ -238,9 +238,7 @@ func (w *world) replaceDrifted(cn *Candidate) (*Command, string) {
 	}
 	cmd := &Command{Method: Drift, Candidates: []*Candidate{cn}, PriceBefore: cn.Price, Replacements: sim.results.NewNodeClaims}
 	for _, n := range cmd.Replacements {
-		if _, o := n.CheapestOffering(); o.Price > 0 {
-			cmd.PriceAfter += o.Price
-		}
+		cmd.PriceAfter += n.HourlyPrice()
 	}
 	cmd.Why = fmt.Sprintf("drifted (%s); %d replacement(s)", reason, len(cmd.Replacements))
 	return cmd, ""
@@ -282,8 +280,7 @@ func (w *world) multiNode(cands []*Candidate, left map[string]int, plan *Plan) *
 			if err != nil || len(n.InstanceTypes) == 0 {
 				cmd = nil
 			} else {
-				_, o := n.CheapestOffering()
-				cmd.Replacements[0], cmd.PriceAfter = n, o.Price
+				cmd.replaceWith(n)
 			}
 		}
 		if cmd != nil && !w.c.scored(cmd) {
@@ -335,8 +332,7 @@ func (w *world) pairs(cands []*Candidate, left map[string]int, plan *Plan) *Comm
 				if err != nil || len(n.InstanceTypes) == 0 {
 					continue
 				}
-				_, o := n.CheapestOffering()
-				cmd.Replacements[0], cmd.PriceAfter = n, o.Price
+				cmd.replaceWith(n)
 			}
 			if cmd.Savings() > 0 && w.c.scored(cmd) {
 				return cmd
@@ -512,8 +508,7 @@ func Validate(in *Input, rec *Record) (*Command, string) {
 		if err != nil || len(n.InstanceTypes) == 0 {
 			return nil, "scheduling simulation produced new results"
 		}
-		_, o := n.CheapestOffering()
-		cmd.Replacements[0], cmd.PriceAfter = n, o.Price
+		cmd.replaceWith(n)
 	}
 	if rec.Decision != "" && cmd.Decision() != rec.Decision {
 		return nil, "scheduling simulation produced new results"

@@ -91,14 +91,18 @@ func (v *claimView) zoneNames(_ *solver) []string {
 // claim is a new NodeClaim opened during the solve.
 type claim struct {
 	claimView
-	idx    int
-	pods   []*podState
-	req    []int64
-	mask   bitset
-	order  *priceOrder
-	cursor int
+	idx   int
+	pods  []*podState
+	req   []int64
+	mask  bitset
+	order *priceOrder
+	// cursor is the position in order of the first type that fits (by
+	// offering price); pick that of the type that costs least with the
+	// surplus CPU credits of burstable types, at or after it.
+	cursor, pick int
+	// price is what pick costs, credits included.
 	price  float64
-	slack  []int64 // allocatable of the cheapest fitting type minus req
+	slack  []int64 // allocatable of the pick type minus req
 	ports  []hostPort
 	merged []int32
 	// reserved is the share of the NodePool's limits this claim holds: the
@@ -117,7 +121,8 @@ type claimEval struct {
 	view     claimView
 	maskNew  bool // the narrowed mask is in s.scratchMask
 	order    *priceOrder
-	pos      int
+	pos      int // the first type that fits
+	pick     int // the type that costs least, credits included
 	price    float64
 	merge    bool
 	relaxed  bool
@@ -310,7 +315,9 @@ func (s *solver) applyDecisions(v *claimView, mask *bitset, ev *claimEval) bool 
 }
 
 // fitClaim finds the cheapest type of the narrowed claim that holds its
-// pods plus p, within the NodePool's limits and minValues.
+// pods plus p, within the NodePool's limits and minValues: the first that
+// fits in the price order, unless it is burstable and its surplus CPU
+// credits make a later one cheaper (cheapestWithCredits).
 func (s *solver) fitClaim(c *claim, p *podState, v *claimView, mask bitset, ev *claimEval) bool {
 	t := c.t
 	order := t.order(s, v.zm, v.ctm)
@@ -344,6 +351,15 @@ func (s *solver) fitClaim(c *claim, p *podState, v *claimView, mask bitset, ev *
 		ev.why = "resources"
 		return false
 	}
+	pick, best := pos, order.price[pos]
+	if tt := t.types[order.idx[pos]]; tt.credits.burstable() {
+		best += t.creditsAt(tt, req[dimCPU])
+		if c.keepsPick(order, pos, mask, req) {
+			pick, best = c.pick, order.price[c.pick]
+		} else {
+			pick, best = s.cheapestWithCredits(t, order, pos, best, mask, req, c.reserved)
+		}
+	}
 	if len(t.minValueKeys) > 0 {
 		ok, relaxed := s.checkMinValues(c, v, order, pos, mask, req)
 		if !ok {
@@ -352,8 +368,48 @@ func (s *solver) fitClaim(c *claim, p *podState, v *claimView, mask bitset, ev *
 		}
 		ev.relaxed, ev.minVals = relaxed != nil, relaxed
 	}
-	ev.order, ev.pos, ev.price = order, pos, order.price[pos]
+	ev.order, ev.pos, ev.pick, ev.price = order, pos, pick, best
 	return true
+}
+
+// cheapestWithCredits looks on from position pos of order, whose type
+// fits req and costs best with its credits, for a type that costs less
+// with credits. Credits only add to a price, so it stops at the first type
+// whose offering alone costs best or more, and it never passes from the
+// other types to exotic ones.
+func (s *solver) cheapestWithCredits(t *template, order *priceOrder, pos int, best float64, mask bitset, req []int64, reserved []int64) (int, float64) {
+	pick := pos
+	exotic := t.types[order.idx[pos]].exotic
+	for i := pos + 1; i < len(order.idx) && order.price[i] < best; i++ {
+		ti := int(order.idx[i])
+		tt := t.types[ti]
+		if tt.exotic != exotic {
+			break
+		}
+		if !mask.has(ti) || !fits(req, tt.alloc) || (t.hasLimits && !t.withinLimits(tt, reserved)) {
+			continue
+		}
+		if p := order.price[i] + t.creditsAt(tt, req[dimCPU]); p < best {
+			pick, best = i, p
+		}
+	}
+	return pick, best
+}
+
+// keepsPick reports whether the claim's pick, a type that is not
+// burstable, is still its cheapest with credits once req is on it: it
+// still fits, and the types before it in the same order cannot have
+// become cheaper (those that did not fit still do not, the burstable ones
+// only spend more credits with more requests). Without NodePool limits
+// only, whose share can change between evaluations.
+func (c *claim) keepsPick(order *priceOrder, pos int, mask bitset, req []int64) bool {
+	t := c.t
+	if order != c.order || len(c.pods) == 0 || c.pick < pos || t.hasLimits {
+		return false
+	}
+	ti := int(order.idx[c.pick])
+	tt := t.types[ti]
+	return !tt.credits.burstable() && mask.has(ti) && fits(req, tt.alloc)
 }
 
 // checkMinValues counts the distinct values of each minValues key across
@@ -402,7 +458,7 @@ func (s *solver) freshClaim(t *template) *claim {
 	c.claimView = claimView{t: t, host: s.nextHostID(), name: s.nextHostName(), zm: t.zm, zoneC: t.zoneC, ctm: t.ctm, ctC: t.ctC, reqs: t.base}
 	c.mask = t.all
 	c.order = nil
-	c.cursor = 0
+	c.cursor, c.pick = 0, 0
 	c.held = nil
 	return c
 }
@@ -429,13 +485,13 @@ func (s *solver) commitClaim(c *claim, p *podState, ev *claimEval) {
 	}
 	c.pods = append(c.pods, p)
 	addInto(c.req, p.req)
-	c.order, c.cursor, c.price = ev.order, ev.pos, ev.price
+	c.order, c.cursor, c.pick, c.price = ev.order, ev.pos, ev.pick, ev.price
 	if ev.relaxed {
 		c.minRelaxed, c.minVals = true, ev.minVals
 	}
 	s.holdReservations(c, ev.resv)
 	c.ports = append(c.ports, p.ports...)
-	tt := t.types[c.order.idx[c.cursor]]
+	tt := t.types[c.order.idx[c.pick]]
 	for i := range c.slack {
 		c.slack[i] = tt.alloc[i] - c.req[i]
 	}

@@ -103,7 +103,10 @@
 // to the bill. Ties between equally valid zones go to the zone where the
 // NodePool's types are cheapest. A claim's price is that of its cheapest
 // available offering under its zone and capacity-type constraints, GPU and
-// metal types only when nothing else fits, as the AWS launch does.
+// metal types only when nothing else fits, as the AWS launch does, plus
+// the surplus CPU credits a burstable type (t3, t3a, t4g, unlimited mode)
+// would spend above its baseline with the claim's pods and DaemonSets
+// (CreditHourly; the model is catalog.Credits).
 //
 // Node.Price is carried for consolidation and not used here.
 //
@@ -122,6 +125,13 @@
 //     again after the types are cut to the sixty sent (Karpenter does not):
 //     either way the NodeClaim written never lists fewer values than its
 //     minValues, which the CRD would refuse.
+//   - Burstable types are priced with their surplus CPU credits (credits.go;
+//     Karpenter ignores credits): a claim takes the type that costs least
+//     with them, and its types (what CreateFleet is offered, LaunchOrder)
+//     leave out a burstable type that costs more with credits than a type
+//     EC2 would take after it for its higher offering price, unless that
+//     breaks a minValues the full list meets (then all stay, as in
+//     Karpenter).
 //   - Topology keys other than the hostname track at most 64 domains (a
 //     bitset per key, for speed); zones and custom keys stay far below.
 package scheduling

@@ -30,9 +30,9 @@ func (s *solver) finalize(c *claim) (*NewNodeClaim, string) {
 	var cts uint8
 	groups := make([]bool, len(t.groups))
 	fitting := make([]*tType, 0, min(s.opts.MaxInstanceTypes, len(t.types)))
-	out.InstanceTypes = make([]*InstanceType, 0, min(s.opts.MaxInstanceTypes, len(t.types)))
-	chosen := newBitset(len(t.types))
-	for i := c.cursor; i < len(c.order.idx) && len(out.InstanceTypes) < s.opts.MaxInstanceTypes; i++ {
+	prices := s.scratchPrices[:0]
+	burstable := false
+	for i := c.cursor; i < len(c.order.idx) && len(fitting) < s.opts.MaxInstanceTypes; i++ {
 		ti := int(c.order.idx[i])
 		tt := t.types[ti]
 		if !c.mask.has(ti) || !fits(c.req, tt.alloc) || (t.hasLimits && !t.withinLimits(tt, c.reserved)) {
@@ -41,9 +41,19 @@ func (s *solver) finalize(c *claim) (*NewNodeClaim, string) {
 		if len(c.held) > 0 && !c.reservedType(tt) {
 			continue // pinned to its reservations below
 		}
-		out.InstanceTypes = append(out.InstanceTypes, tt.it)
 		fitting = append(fitting, tt)
-		chosen.set(ti)
+		prices = append(prices, c.order.price[i])
+		burstable = burstable || tt.credits.burstable()
+	}
+	s.scratchPrices = prices
+	if burstable {
+		fitting = s.dropCostlyBurstable(c, fitting, prices)
+	}
+	out.InstanceTypes = make([]*InstanceType, 0, len(fitting))
+	chosen := newBitset(len(t.types))
+	for _, tt := range fitting {
+		out.InstanceTypes = append(out.InstanceTypes, tt.it)
+		chosen.set(tt.pos)
 		groups[tt.group] = true
 		for ct := 0; ct < numCT; ct++ {
 			if c.ctm&(1<<ct) != 0 && tt.zones[ct]&c.zm != 0 {
@@ -144,6 +154,56 @@ func (s *solver) finalize(c *claim) (*NewNodeClaim, string) {
 	out.Requests = s.d.list(req)
 	out.MinValuesRelaxed = c.minRelaxed || relaxed
 	return out, ""
+}
+
+// dropCostlyBurstable leaves out of a claim's types (fitting, in the
+// claim's price order, with their offering prices) the burstable ones that
+// EC2 would pick for their lower offering price though they cost more with
+// the surplus CPU credits of the claim's requests than a type after them
+// (keepInEC2Order). It keeps them all when leaving them out would break a
+// minValues the full list meets: the NodeClaim then carries them, as
+// Karpenter's would, and EC2 may launch one.
+func (s *solver) dropCostlyBurstable(c *claim, fitting []*tType, prices []float64) []*tType {
+	t := c.t
+	credits := s.scratchCredits[:0]
+	spends := false
+	for _, tt := range fitting {
+		cr := t.creditsAt(tt, c.req[dimCPU])
+		credits = append(credits, cr)
+		spends = spends || cr > 0
+	}
+	s.scratchCredits = credits
+	if !spends {
+		return fitting
+	}
+	keep := s.scratchKeep[:0]
+	for range fitting {
+		keep = append(keep, false)
+	}
+	s.scratchKeep = keep
+	keepInEC2Order(prices, credits, keep)
+	kept := make([]*tType, 0, len(fitting))
+	for i, tt := range fitting {
+		if keep[i] {
+			kept = append(kept, tt)
+		}
+	}
+	if len(kept) == len(fitting) || len(t.minValueKeys) == 0 {
+		return kept
+	}
+	all, some := newMinValues(t.minValueKeys), newMinValues(t.minValueKeys)
+	for _, tt := range fitting {
+		all.add(tt, c.zm, c.ctm)
+	}
+	for _, tt := range kept {
+		some.add(tt, c.zm, c.ctm)
+	}
+	for k := range t.minValueKeys {
+		if need := c.minValueOf(k); some.count(k) < need && some.count(k) < all.count(k) {
+			return fitting
+		}
+	}
+	return kept
 }
 
 // minValuesAfterCut counts the minValues keys again over the types the

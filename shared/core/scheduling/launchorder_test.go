@@ -102,7 +102,7 @@ func TestLaunchOrder(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ct, got := LaunchOrder(tc.types, tc.allows, tc.minValues)
+			ct, got := LaunchOrder(tc.types, tc.allows, tc.minValues, 0)
 			var names []string
 			for _, o := range got {
 				names = append(names, o.Type.Name+"/"+o.Offering.Zone)
@@ -124,7 +124,7 @@ func TestLaunchOrderKeepsTheCheapestTypes(t *testing.T) {
 		p := 0.01 * float64(MaxLaunchTypes+20-i)
 		types = append(types, offer(fmt.Sprintf("t%03d.large", i), false, map[string]float64{"spot/z1": p, "spot/z2": p * 1.5}))
 	}
-	_, got := LaunchOrder(types, func(*Offering) bool { return true }, false)
+	_, got := LaunchOrder(types, func(*Offering) bool { return true }, false, 0)
 	kept := map[string]int{}
 	for _, o := range got {
 		kept[o.Type.Name]++

@@ -76,8 +76,13 @@ type solver struct {
 
 	scratchMask bitset
 	scratchReq  []int64
-	decisions   []topoDecision
-	index       slackIndex
+	// scratchPrices holds the offering prices of a claim's types while
+	// finalize decides which to send (finalize.go).
+	scratchPrices  []float64
+	scratchCredits []float64
+	scratchKeep    []bool
+	decisions      []topoDecision
+	index          slackIndex
 }
 
 // Solve places a batch of pending pods: on existing nodes and in-flight

@@ -44,6 +44,7 @@ type tType struct {
 	alloc  []int64
 	cap    []int64
 	group  int
+	pos    int // in template.types
 	exotic bool
 	// zones per capacity type where an available offering exists, within the
 	// zones the NodePool allows.
@@ -52,6 +53,17 @@ type tType struct {
 	price []float64
 	// resv are its available reserved offerings in the NodePool's zones.
 	resv []resvOffer
+	// credits prices the surplus CPU credits of a burstable type.
+	credits creditModel
+}
+
+// creditsAt is the $/h of surplus credits a node of this type spends with
+// podsCPU millicores of pods on it, plus its DaemonSets' requests.
+func (t *template) creditsAt(tt *tType, podsCPU int64) float64 {
+	if !tt.credits.burstable() {
+		return 0
+	}
+	return tt.credits.hourly(podsCPU + t.groups[tt.group].overhead[dimCPU])
 }
 
 // resvOffer is a reserved offering of a type: its zone (index) and
@@ -280,7 +292,7 @@ func (s *solver) newTemplate(np *karpv1.NodePool, class *NodeClass) *template {
 		if it == nil || !labelsMatch(it.Labels, typeReqs) {
 			continue
 		}
-		tt := &tType{it: it, exotic: isExotic(it), price: make([]float64, numCT*nz)}
+		tt := &tType{it: it, exotic: isExotic(it), price: make([]float64, numCT*nz), credits: newCreditModel(it)}
 		for i := range tt.price {
 			tt.price[i] = math.Inf(1)
 		}
@@ -313,6 +325,7 @@ func (s *solver) newTemplate(np *karpv1.NodePool, class *NodeClass) *template {
 		if len(tt.resv) > 0 {
 			t.resvTypes = append(t.resvTypes, int32(len(t.types)))
 		}
+		tt.pos = len(t.types)
 		t.types = append(t.types, tt)
 	}
 	t.all = fullBitset(len(t.types))

@@ -238,11 +238,44 @@ func OfferingMatchesReservation(r *Requirement, o *Offering) bool {
 // over the claim's types and the offerings its requirements allow. It
 // returns nil when no instance type has a compatible available offering.
 func (n *NewNodeClaim) CheapestOffering() (*InstanceType, Offering) {
-	_, offs := LaunchOrder(n.InstanceTypes, n.allows, n.hasMinValues())
-	if len(offs) == 0 {
+	o, ok := n.cheapest()
+	if !ok {
 		return nil, Offering{}
 	}
-	return offs[0].Type, offs[0].Offering
+	return o.Type, o.Offering
+}
+
+// HourlyPrice is what the claim's node is expected to cost per hour: the
+// offering CheapestOffering picks plus the surplus CPU credits its
+// requests spend on that type (burstable types above their baseline). It
+// is the figure to compare with a node's (consolidation); 0 when nothing
+// can launch.
+func (n *NewNodeClaim) HourlyPrice() float64 {
+	o, ok := n.cheapest()
+	if !ok {
+		return 0
+	}
+	return o.Hourly()
+}
+
+func (n *NewNodeClaim) cheapest() (LaunchOffering, bool) {
+	_, offs := LaunchOrder(n.InstanceTypes, n.allows, n.hasMinValues(), n.RequestedCPUMilli())
+	if len(offs) == 0 {
+		return LaunchOffering{}, false
+	}
+	return offs[0], true
+}
+
+// RequestedCPUMilli is the CPU the claim's pods and DaemonSets request.
+func (n *NewNodeClaim) RequestedCPUMilli() int64 {
+	q := n.Requests[corev1.ResourceCPU]
+	return q.MilliValue()
+}
+
+// CreditHourly is the $/h of surplus CPU credits the claim's node would
+// spend on type it (CreditHourly at the claim's requests).
+func (n *NewNodeClaim) CreditHourly(it *InstanceType) float64 {
+	return CreditHourly(it, n.RequestedCPUMilli())
 }
 
 func (n *NewNodeClaim) hasMinValues() bool {

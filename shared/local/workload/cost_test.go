@@ -41,9 +41,9 @@ func TestCreditHourly(t *testing.T) {
 		{"below baseline", labels("t3", "large"), 2, 500, 0},
 		{"at baseline", labels("t3a", "large"), 2, 600, 0},
 		// micro: 10% baseline of 2 vCPUs; 1.5 vCPU requested is 75%, 65
-		// points above: 1.3 vCPU-hours an hour at $0.05.
-		{"t4g.micro at 75%", labels("t4g", "micro"), 2, 1500, 0.065},
-		{"capped at 100%", labels("t4g", "nano"), 2, 4000, 0.095},
+		// points above: 1.3 vCPU-hours an hour at T4g's $0.04.
+		{"t4g.micro at 75%", labels("t4g", "micro"), 2, 1500, 0.052},
+		{"capped at 100%", labels("t4g", "nano"), 2, 4000, 0.076},
 		{"xlarge 40% baseline", labels("t3", "xlarge"), 4, 2000, 0.02},
 		{"unknown size", labels("t3", "huge"), 4, 4000, 0},
 	} {

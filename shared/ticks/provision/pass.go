@@ -341,7 +341,7 @@ func (p *Provisioner) createClaims(ctx context.Context, inv *invocation, pools m
 		created = append(created, claim)
 		it, o := n.CheapestOffering()
 		p.Log.Info("created nodeclaim", "nodeclaim", claim.Name, "nodepool", np.Name, "pods", len(n.Pods),
-			"instance_types", len(n.InstanceTypes), "cheapest", it.Name, "zone", o.Zone, "capacity_type", o.CapacityType, "price", o.Price)
+			"instance_types", len(n.InstanceTypes), "cheapest", it.Name, "zone", o.Zone, "capacity_type", o.CapacityType, "price", o.Price, "credits", n.CreditHourly(it))
 		p.Metrics.Count("karpenter_nodeclaims_created_total", 1, map[string]string{"nodepool": np.Name, "reason": "provisioning"})
 		for _, pod := range buffer.WithoutVirtual(n.Pods) {
 			p.Events.Normal(record.ObjectOf(podGVK, pod), "Nominated", "Pod should schedule on: nodeclaim/%s", claim.Name)

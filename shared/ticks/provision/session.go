@@ -112,7 +112,7 @@ func (s *Session) CreateAndLaunch(ctx context.Context, claims []planning.NewClai
 			it, o := c.Claim.CheapestOffering()
 			if it != nil {
 				p.Log.Info("created nodeclaim", "nodeclaim", claim.Name, "nodepool", np.Name, "reason", reason, "pods", len(c.Claim.Pods),
-					"instance_types", len(c.Claim.InstanceTypes), "cheapest", it.Name, "zone", o.Zone, "capacity_type", o.CapacityType, "price", o.Price)
+					"instance_types", len(c.Claim.InstanceTypes), "cheapest", it.Name, "zone", o.Zone, "capacity_type", o.CapacityType, "price", o.Price, "credits", c.Claim.CreditHourly(it))
 			}
 		}
 		if err != nil {

@@ -26,30 +26,46 @@ func (s *solver) finalize(c *claim) (*NewNodeClaim, string) {
 	for _, p := range c.pods {
 		out.Pods = append(out.Pods, p.pod)
 	}
-	// Every type that fits, cheapest first.
+	// Every type that fits, cheapest first. The positions are gathered in
+	// the solver's scratch first so that the slices of the result get their
+	// exact size: a solve finalizes thousands of claims, and slices sized
+	// for the 600 types a claim may carry were most of its allocations.
 	var cts uint8
-	groups := make([]bool, len(t.groups))
-	fitting := make([]*tType, 0, min(s.opts.MaxInstanceTypes, len(t.types)))
-	out.InstanceTypes = make([]*InstanceType, 0, min(s.opts.MaxInstanceTypes, len(t.types)))
-	chosen := newBitset(len(t.types))
-	for i := c.cursor; i < len(c.order.idx) && len(out.InstanceTypes) < s.opts.MaxInstanceTypes; i++ {
-		ti := int(c.order.idx[i])
+	kept := s.scratchKept[:0]
+	for i := c.cursor; i < len(c.order.idx) && len(kept) < s.opts.MaxInstanceTypes; i++ {
+		ti := c.order.idx[i]
 		tt := t.types[ti]
-		if !c.mask.has(ti) || !fits(c.req, tt.alloc) || (t.hasLimits && !t.withinLimits(tt, c.reserved)) {
+		if !c.mask.has(int(ti)) || !fits(c.req, tt.alloc) || (t.hasLimits && !t.withinLimits(tt, c.reserved)) {
 			continue
 		}
 		if len(c.held) > 0 && !c.reservedType(tt) {
 			continue // pinned to its reservations below
 		}
-		out.InstanceTypes = append(out.InstanceTypes, tt.it)
-		fitting = append(fitting, tt)
-		chosen.set(ti)
-		groups[tt.group] = true
+		kept = append(kept, ti)
 		for ct := 0; ct < numCT; ct++ {
 			if c.ctm&(1<<ct) != 0 && tt.zones[ct]&c.zm != 0 {
 				cts |= 1 << ct
 			}
 		}
+	}
+	s.scratchKept = kept
+	groups := s.scratchGroups[:len(t.groups)]
+	clear(groups)
+	chosen := s.scratchChosen[:len(t.all)]
+	clear(chosen)
+	out.InstanceTypes = make([]*InstanceType, len(kept))
+	var fitting []*tType // for minValues only
+	if len(t.minValueKeys) > 0 {
+		fitting = make([]*tType, len(kept))
+	}
+	for i, ti := range kept {
+		tt := t.types[ti]
+		out.InstanceTypes[i] = tt.it
+		if fitting != nil {
+			fitting[i] = tt
+		}
+		chosen.set(int(ti))
+		groups[tt.group] = true
 	}
 	minVals, relaxed, why := s.minValuesAfterCut(c, fitting)
 	if why != "" {

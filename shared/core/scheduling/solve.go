@@ -75,6 +75,11 @@ type solver struct {
 	resv map[string]int
 
 	scratchMask bitset
+	// finalize's scratch: the kept types' positions, their DaemonSet
+	// groups, and the kept set.
+	scratchKept   []int32
+	scratchGroups []bool
+	scratchChosen bitset
 	scratchReq  []int64
 	decisions   []topoDecision
 	index       slackIndex
@@ -118,11 +123,14 @@ func newSolver(snap *Snapshot, opts Options) *solver {
 	for _, p := range s.pods {
 		s.deriveHostChecks(p)
 	}
-	maxTypes := 0
+	maxTypes, maxGroups := 0, 0
 	for _, t := range s.templates {
 		maxTypes = max(maxTypes, len(t.types))
+		maxGroups = max(maxGroups, len(t.groups))
 	}
 	s.scratchMask = newBitset(maxTypes)
+	s.scratchChosen = newBitset(maxTypes)
+	s.scratchGroups = make([]bool, maxGroups)
 	s.scratchReq = make([]int64, s.d.n())
 	return s
 }

@@ -331,6 +331,16 @@ func (s *solver) toleratesTemplate(p *podState, t *template) bool {
 	return ok
 }
 
+// admits reports whether pod p may join a claim of template t at all: it
+// tolerates the NodePool's taints and its requirements are compatible,
+// both known per pod and template. The claims of a solve are searched by
+// their room only, so a pod meets every claim with room, of any NodePool;
+// this check rules out the other NodePools' claims (a GPU NodePool's
+// large claims for every plain pod) before evalClaim's fuller work.
+func (s *solver) admits(p *podState, t *template) bool {
+	return s.toleratesTemplate(p, t) && t.compile(s, p.reqID).fail == nil
+}
+
 // run is Karpenter's queue: try each pod, relaxing its preferences when it
 // does not fit; pods that still fail go to the back and are retried while
 // the queue keeps making progress.
@@ -409,7 +419,7 @@ func (s *solver) place(p *podState) bool {
 	// Phase one: the first open claim that takes the pod at no extra cost.
 	for i := s.index.next(0, p.req); i >= 0; i = s.index.next(i+1, p.req) {
 		c := s.claims[i]
-		if !c.fitsSlack(p.req) || !p.hostOK(c.host) {
+		if !c.fitsSlack(p.req) || !p.hostOK(c.host) || !s.admits(p, c.t) {
 			continue
 		}
 		if s.evalClaim(c, p, &ev) && ev.price <= c.price {
@@ -424,7 +434,7 @@ func (s *solver) place(p *podState) bool {
 	evals := 0
 	for i := len(s.claims) - 1; i >= 0 && i >= len(s.claims)-upgradeScan && evals < upgradeEvals; i-- {
 		c := s.claims[i]
-		if !p.hostOK(c.host) {
+		if !p.hostOK(c.host) || !s.admits(p, c.t) {
 			continue
 		}
 		if !s.evalClaim(c, p, &ev) {
@@ -439,7 +449,7 @@ func (s *solver) place(p *podState) bool {
 		if bestC < 0 && newT == nil {
 			// Phase three: any open claim at all, cheapest growth first.
 			for i, c := range s.claims {
-				if !p.hostOK(c.host) || !s.evalClaim(c, p, &ev) {
+				if !p.hostOK(c.host) || !s.admits(p, c.t) || !s.evalClaim(c, p, &ev) {
 					continue
 				}
 				if d := ev.price - c.price; bestC < 0 || d < bestDelta {

@@ -325,7 +325,7 @@ func (s *solver) fitClaim(c *claim, p *podState, v *claimView, mask bitset, ev *
 		req[i] = c.req[i] + p.req[i]
 	}
 	pos := -1
-	for i := start; i < len(order.idx); i++ {
+	for i := order.from(start, req); i < len(order.idx); i = order.from(i+1, req) {
 		ti := int(order.idx[i])
 		if !mask.has(ti) {
 			continue
@@ -365,7 +365,7 @@ func (s *solver) fitClaim(c *claim, p *podState, v *claimView, mask bitset, ev *
 func (s *solver) checkMinValues(c *claim, v *claimView, order *priceOrder, from int, mask bitset, req []int64) (ok bool, relaxed []int) {
 	t := c.t
 	m := newMinValues(t.minValueKeys)
-	for i := from; i < len(order.idx); i++ {
+	for i := order.from(from, req); i < len(order.idx); i = order.from(i+1, req) {
 		ti := int(order.idx[i])
 		tt := t.types[ti]
 		if !mask.has(ti) || !fits(req, tt.alloc) || (t.hasLimits && !t.withinLimits(tt, c.reserved)) {
@@ -476,7 +476,7 @@ func (s *solver) openClaim(t *template, p *podState, ev *claimEval) *claim {
 func (s *solver) updateReservation(c *claim) {
 	t := c.t
 	need := make([]int64, s.d.n())
-	for i := c.cursor; i < len(c.order.idx); i++ {
+	for i := c.order.from(c.cursor, c.req); i < len(c.order.idx); i = c.order.from(i+1, c.req) {
 		ti := int(c.order.idx[i])
 		tt := t.types[ti]
 		if !c.mask.has(ti) || !fits(c.req, tt.alloc) || !t.withinLimits(tt, c.reserved) {

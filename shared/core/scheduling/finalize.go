@@ -32,7 +32,7 @@ func (s *solver) finalize(c *claim) (*NewNodeClaim, string) {
 	// for the 600 types a claim may carry were most of its allocations.
 	var cts uint8
 	kept := s.scratchKept[:0]
-	for i := c.cursor; i < len(c.order.idx) && len(kept) < s.opts.MaxInstanceTypes; i++ {
+	for i := c.order.from(c.cursor, c.req); i < len(c.order.idx) && len(kept) < s.opts.MaxInstanceTypes; i = c.order.from(i+1, c.req) {
 		ti := c.order.idx[i]
 		tt := t.types[ti]
 		if !c.mask.has(int(ti)) || !fits(c.req, tt.alloc) || (t.hasLimits && !t.withinLimits(tt, c.reserved)) {

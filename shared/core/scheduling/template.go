@@ -95,6 +95,30 @@ type orderKey struct {
 type priceOrder struct {
 	idx   []int32
 	price []float64
+	// most is, per block of orderBlock positions, the largest allocatable
+	// of its types in each dimension (dims wide each): a search for the
+	// first type that holds a request skips the blocks that cannot. A GPU
+	// pod tried on a NodePool without GPUs skips them all, and a large pod
+	// on a new claim most of the cheaper, smaller types.
+	most []int64
+	dims int
+}
+
+// orderBlock is the number of positions of a price order summarized in
+// one block of priceOrder.most.
+const orderBlock = 16
+
+// from returns the first position at or after i whose block may hold req,
+// or len(o.idx).
+func (o *priceOrder) from(i int, req []int64) int {
+	for i < len(o.idx) {
+		b := i / orderBlock
+		if fits(req, o.most[b*o.dims:(b+1)*o.dims]) {
+			return i
+		}
+		i = (b + 1) * orderBlock
+	}
+	return len(o.idx)
 }
 
 // template is a usable NodePool with its NodeClass's instance types.
@@ -429,9 +453,18 @@ func (t *template) order(s *solver, zm uint64, ctm uint8) *priceOrder {
 		}
 		return t.types[es[a].i].it.Name < t.types[es[b].i].it.Name
 	})
-	o := &priceOrder{idx: make([]int32, len(es)), price: make([]float64, len(es))}
+	n := s.d.n()
+	o := &priceOrder{idx: make([]int32, len(es)), price: make([]float64, len(es)), dims: n}
+	o.most = make([]int64, (len(es)+orderBlock-1)/orderBlock*n)
+	for i := range o.most {
+		o.most[i] = math.MinInt64
+	}
 	for i, e := range es {
 		o.idx[i], o.price[i] = e.i, e.p
+		m := o.most[i/orderBlock*n:]
+		for d, a := range t.types[e.i].alloc {
+			m[d] = max(m[d], a)
+		}
 	}
 	t.orders[key] = o
 	return o

@@ -32,11 +32,7 @@ func PodRequests(pod *corev1.Pod) corev1.ResourceList {
 // several maps and copies, which were most of a solve's allocations at
 // 5,000 pods. Any other pod gets nil, and the helper.
 func containerRequests(pod *corev1.Pod) corev1.ResourceList {
-	st := &pod.Status
-	if len(pod.Spec.InitContainers) > 0 || pod.Spec.Overhead != nil || pod.Spec.Resources != nil ||
-		len(st.ContainerStatuses) > 0 || len(st.InitContainerStatuses) > 0 || st.Resources != nil ||
-		st.AllocatedResources != nil || len(st.NodeAllocatableResourceClaimStatuses) > 0 ||
-		resourcehelper.IsPodResizeInfeasible(pod) {
+	if !plainRequests(pod) {
 		return nil
 	}
 	n := 1
@@ -56,6 +52,17 @@ func containerRequests(pod *corev1.Pod) corev1.ResourceList {
 	}
 	out[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
 	return out
+}
+
+// plainRequests reports whether the pod's requests are the sum of its
+// containers' requests (plus one pod slot): no init containers, overhead
+// or pod-level resources, and no status the resize rules read.
+func plainRequests(pod *corev1.Pod) bool {
+	st := &pod.Status
+	return len(pod.Spec.InitContainers) == 0 && pod.Spec.Overhead == nil && pod.Spec.Resources == nil &&
+		len(st.ContainerStatuses) == 0 && len(st.InitContainerStatuses) == 0 && st.Resources == nil &&
+		st.AllocatedResources == nil && len(st.NodeAllocatableResourceClaimStatuses) == 0 &&
+		!resourcehelper.IsPodResizeInfeasible(pod)
 }
 
 // SumRequests is the total PodRequests of the pods that hold resources on

@@ -68,7 +68,14 @@ type solver struct {
 
 	reqIDs  map[string]int32
 	reqSets []Requirements
-	podReqs map[*corev1.Pod]corev1.ResourceList
+	// podReqs are the requests of snap.Pods[i], nil for a pod with one
+	// container and plain requests, whose vector initPods reads from the
+	// container directly.
+	podReqs []corev1.ResourceList
+	// noReqs is the requirements of a pod without node selector or node
+	// affinity, shared by all such pods (requirements are read only).
+	noReqs   Requirements
+	noReqsID int32
 
 	tolerateSoft bool // some NodePool has a PreferNoSchedule taint
 	// resv is what each capacity reservation can still take (reservations.go).
@@ -145,13 +152,20 @@ func (s *solver) initDims() {
 			}
 		}
 	}
-	s.podReqs = make(map[*corev1.Pod]corev1.ResourceList, len(s.snap.Pods))
-	for _, p := range s.snap.Pods {
-		if p != nil {
-			r := PodRequests(p)
-			s.podReqs[p] = r
-			s.d.addList(r)
+	s.podReqs = make([]corev1.ResourceList, len(s.snap.Pods))
+	for i, p := range s.snap.Pods {
+		if p == nil {
+			continue
 		}
+		if singleContainer(p) {
+			for name := range p.Spec.Containers[0].Resources.Requests {
+				s.d.add(name)
+			}
+			continue
+		}
+		r := PodRequests(p)
+		s.podReqs[i] = r
+		s.d.addList(r)
 	}
 	for _, np := range s.snap.NodePools {
 		if np != nil {
@@ -167,6 +181,14 @@ func (s *solver) initDims() {
 			s.d.addList(n.Allocatable)
 		}
 	}
+}
+
+// singleContainer reports whether PodRequests of the pod is its one
+// container's requests and a pod slot, which initPods turns into a vector
+// without building the ResourceList (most pods: a map per pod was a tenth
+// of a solve's allocations).
+func singleContainer(p *corev1.Pod) bool {
+	return len(p.Spec.Containers) == 1 && plainRequests(p)
 }
 
 func sortedClasses(snap *Snapshot) []*NodeClass {
@@ -231,14 +253,24 @@ func (s *solver) internReqs(r Requirements) int32 {
 // initPods derives each pod's state and orders the batch as Karpenter does:
 // most cpu first, then most memory, then oldest, then by UID.
 func (s *solver) initPods() {
-	for _, p := range s.snap.Pods {
+	s.noReqs = Requirements{}
+	s.noReqsID = s.internReqs(s.noReqs)
+	s.pods = make([]*podState, 0, len(s.snap.Pods))
+	for i, p := range s.snap.Pods {
 		if p == nil {
 			continue
 		}
 		if p.UID != "" {
 			s.inBatch[p.UID] = true
 		}
-		ps := &podState{pod: p, cur: p, req: s.d.vec(s.podReqs[p])}
+		var req []int64
+		if r := s.podReqs[i]; r != nil {
+			req = s.d.vec(r)
+		} else {
+			req = s.d.vec(p.Spec.Containers[0].Resources.Requests)
+			req[dimPods] = 1
+		}
+		ps := &podState{pod: p, cur: p, req: req}
 		s.derive(ps)
 		ps.volAlts, ps.vols, ps.volErr = s.vols.podVolumes(p)
 		s.pods = append(s.pods, ps)
@@ -276,9 +308,22 @@ func (s *solver) initPods() {
 // derive recomputes what depends on the pod's current (relaxed) form.
 func (s *solver) derive(p *podState) {
 	strictOnly := s.opts.Preferences == PreferencesIgnore
-	p.reqs = PodRequirements(p.cur, strictOnly)
-	p.strict = PodRequirements(p.cur, true)
-	p.reqID = s.internReqs(p.reqs)
+	spec := &p.cur.Spec
+	switch {
+	case len(spec.NodeSelector) == 0 && (spec.Affinity == nil || spec.Affinity.NodeAffinity == nil):
+		// Most pods: nothing to compute or intern.
+		p.reqs, p.strict, p.reqID = s.noReqs, s.noReqs, s.noReqsID
+	case strictOnly || spec.Affinity == nil || spec.Affinity.NodeAffinity == nil ||
+		len(spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 0:
+		// Without preferred terms the two sets are the same.
+		p.reqs = PodRequirements(p.cur, true)
+		p.strict = p.reqs
+		p.reqID = s.internReqs(p.reqs)
+	default:
+		p.reqs = PodRequirements(p.cur, false)
+		p.strict = PodRequirements(p.cur, true)
+		p.reqID = s.internReqs(p.reqs)
+	}
 	p.ports = hostPorts(p.cur)
 	p.tol = make([]int8, len(s.templates))
 }

@@ -32,19 +32,27 @@ func (s *solver) finalize(c *claim) (*NewNodeClaim, string) {
 	// for the 600 types a claim may carry were most of its allocations.
 	var cts uint8
 	kept := s.scratchKept[:0]
-	for i := c.order.from(c.cursor, c.req); i < len(c.order.idx) && len(kept) < s.opts.MaxInstanceTypes; i = c.order.from(i+1, c.req) {
-		ti := c.order.idx[i]
-		tt := t.types[ti]
-		if !c.mask.has(int(ti)) || !fits(c.req, tt.alloc) || (t.hasLimits && !t.withinLimits(tt, c.reserved)) {
+	// Block by block: a claim of small pods fits every type of most blocks,
+	// tested once for the block rather than once per type.
+	for b := c.cursor / orderBlock; b*orderBlock < len(c.order.idx) && len(kept) < s.opts.MaxInstanceTypes; b++ {
+		lo, hi, some, all := c.order.block(b, c.req)
+		if !some {
 			continue
 		}
-		if len(c.held) > 0 && !c.reservedType(tt) {
-			continue // pinned to its reservations below
-		}
-		kept = append(kept, ti)
-		for ct := 0; ct < numCT; ct++ {
-			if c.ctm&(1<<ct) != 0 && tt.zones[ct]&c.zm != 0 {
-				cts |= 1 << ct
+		for i := max(lo, c.cursor); i < hi && len(kept) < s.opts.MaxInstanceTypes; i++ {
+			ti := c.order.idx[i]
+			tt := t.types[ti]
+			if !c.mask.has(int(ti)) || !(all || fits(c.req, tt.alloc)) || (t.hasLimits && !t.withinLimits(tt, c.reserved)) {
+				continue
+			}
+			if len(c.held) > 0 && !c.reservedType(tt) {
+				continue // pinned to its reservations below
+			}
+			kept = append(kept, ti)
+			for ct := 0; ct < numCT; ct++ {
+				if c.ctm&(1<<ct) != 0 && tt.zones[ct]&c.zm != 0 {
+					cts |= 1 << ct
+				}
 			}
 		}
 	}
@@ -122,7 +130,9 @@ func (s *solver) finalize(c *claim) (*NewNodeClaim, string) {
 	}
 	delete(reqs, wellknown.InstanceTypeLabel)
 	delete(reqs, wellknown.HostnameLabel)
-	out.Requirements = append(reqs.NodeSelectorRequirements(), itReq)
+	// One more entry for the instance types, one for a doubly bounded key.
+	out.Requirements = reqs.appendNodeSelectorRequirements(make([]karpv1.NodeSelectorRequirementWithMinValues, 0, len(reqs)+2))
+	out.Requirements = append(out.Requirements, itReq)
 	setMinValues(out.Requirements, t.minValueKeys, minVals)
 	sort.SliceStable(out.Requirements, func(i, j int) bool { return out.Requirements[i].Key < out.Requirements[j].Key })
 

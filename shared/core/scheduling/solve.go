@@ -1,6 +1,7 @@
 package scheduling
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"slices"
@@ -87,9 +88,10 @@ type solver struct {
 	scratchKept   []int32
 	scratchGroups []bool
 	scratchChosen bitset
-	scratchReq  []int64
-	decisions   []topoDecision
-	index       slackIndex
+	scratchReq    []int64
+	decisions     []topoDecision
+	index         slackIndex
+	keyBuf        bytes.Buffer // groupFor's key
 }
 
 // Solve places a batch of pending pods: on existing nodes and in-flight

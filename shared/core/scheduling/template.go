@@ -101,7 +101,10 @@ type priceOrder struct {
 	// pod tried on a NodePool without GPUs skips them all, and a large pod
 	// on a new claim most of the cheaper, smaller types.
 	most []int64
-	dims int
+	// least is, per block, the smallest allocatable of its types in each
+	// dimension: a request that fits it fits every type of the block.
+	least []int64
+	dims  int
 }
 
 // orderBlock is the number of positions of a price order summarized in
@@ -119,6 +122,15 @@ func (o *priceOrder) from(i int, req []int64) int {
 		i = (b + 1) * orderBlock
 	}
 	return len(o.idx)
+}
+
+// block returns the positions of block b, and whether req may fit some
+// type of it (most) and fits all of them (least).
+func (o *priceOrder) block(b int, req []int64) (lo, hi int, some, all bool) {
+	lo, hi = b*orderBlock, min((b+1)*orderBlock, len(o.idx))
+	some = fits(req, o.most[b*o.dims:(b+1)*o.dims])
+	all = some && fits(req, o.least[b*o.dims:(b+1)*o.dims])
+	return lo, hi, some, all
 }
 
 // template is a usable NodePool with its NodeClass's instance types.
@@ -456,14 +468,15 @@ func (t *template) order(s *solver, zm uint64, ctm uint8) *priceOrder {
 	n := s.d.n()
 	o := &priceOrder{idx: make([]int32, len(es)), price: make([]float64, len(es)), dims: n}
 	o.most = make([]int64, (len(es)+orderBlock-1)/orderBlock*n)
+	o.least = make([]int64, len(o.most))
 	for i := range o.most {
-		o.most[i] = math.MinInt64
+		o.most[i], o.least[i] = math.MinInt64, math.MaxInt64
 	}
 	for i, e := range es {
 		o.idx[i], o.price[i] = e.i, e.p
-		m := o.most[i/orderBlock*n:]
+		m, l := o.most[i/orderBlock*n:], o.least[i/orderBlock*n:]
 		for d, a := range t.types[e.i].alloc {
-			m[d] = max(m[d], a)
+			m[d], l[d] = max(m[d], a), min(l[d], a)
 		}
 	}
 	t.orders[key] = o

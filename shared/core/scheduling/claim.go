@@ -315,10 +315,20 @@ func (s *solver) fitClaim(c *claim, p *podState, v *claimView, mask bitset, ev *
 	t := c.t
 	order := t.order(s, v.zm, v.ctm)
 	start := 0
-	if order == c.order && !ev.maskNew {
-		start = c.cursor
-	} else if order == c.order {
+	switch {
+	case order == c.order:
 		start = c.cursor // a narrower mask cannot make an earlier type fit
+	case c.order != nil && !t.hasLimits:
+		// The pod narrowed the claim's zones or capacity types: another
+		// order. A type that costs less than the claim's price there cost
+		// less before too (fewer offerings cost no less), so it came
+		// before the claim's type in its order and did not fit then;
+		// with more pods and a narrower mask it does not now. The search
+		// starts at the claim's price (in the exotic part when the
+		// claim's type is exotic, as exotic types all come after the
+		// others). With limits, room given back since could make an
+		// earlier type fit, so the search starts at 0.
+		start = order.atLeast(c.price, t.types[c.order.idx[c.cursor]].exotic)
 	}
 	req := s.scratchReq[:len(c.req)]
 	for i := range req {

@@ -105,6 +105,19 @@ type priceOrder struct {
 	// dimension: a request that fits it fits every type of the block.
 	least []int64
 	dims  int
+	// plain is the number of types that are not exotic: they come first.
+	plain int
+}
+
+// atLeast returns the first position whose price is at least p, among the
+// exotic types (which come after all others) when exotic is set, else
+// among the others.
+func (o *priceOrder) atLeast(p float64, exotic bool) int {
+	lo, hi := 0, o.plain
+	if exotic {
+		lo, hi = o.plain, len(o.idx)
+	}
+	return lo + sort.SearchFloat64s(o.price[lo:hi], p)
 }
 
 // orderBlock is the number of positions of a price order summarized in
@@ -474,6 +487,9 @@ func (t *template) order(s *solver, zm uint64, ctm uint8) *priceOrder {
 	}
 	for i, e := range es {
 		o.idx[i], o.price[i] = e.i, e.p
+		if !e.exotic {
+			o.plain++
+		}
 		m, l := o.most[i/orderBlock*n:], o.least[i/orderBlock*n:]
 		for d, a := range t.types[e.i].alloc {
 			m[d], l[d] = max(m[d], a), min(l[d], a)

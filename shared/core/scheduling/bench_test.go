@@ -127,3 +127,59 @@ func TestPeakHeap(t *testing.T) {
 		t.Fatalf("peak heap %d MiB over 256 MiB", heap>>20)
 	}
 }
+
+var (
+	mixTypesOnce sync.Once
+	mixTypes     []*scheduling.InstanceType
+)
+
+// BenchmarkSolveMix solves the bench/ mixes at 5,000 pods, as bench/ runs
+// Karpless (its NodePools, DaemonSets and catalog, no existing nodes), so
+// their solves can be profiled without the Karpenter module:
+// go test ./shared/core/scheduling -run '^$' -bench SolveMix -cpuprofile mix.prof
+func BenchmarkSolveMix(b *testing.B) {
+	mixTypesOnce.Do(func() {
+		var err error
+		mixTypes, err = workload.CatalogTypes()
+		if err != nil {
+			b.Fatal(err)
+		}
+	})
+	for _, c := range []workload.Case{workload.GettingStarted, workload.Burstable} {
+		for _, mix := range []workload.Mix{workload.BatchMix, workload.MicroservicesMix, workload.NoAntiMix} {
+			b.Run(fmt.Sprintf("case=%s/mix=%s", c, mix), func(b *testing.B) {
+				const n = 5000
+				// The seed bench/ uses for this batch.
+				w, err := workload.Build(mix, n, int64(n)+int64(len(mix)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				snap := &scheduling.Snapshot{
+					Pods:        w.Pods,
+					NodePools:   workload.NodePools(c, w.ExtraNodePools),
+					NodeClasses: map[string]*scheduling.NodeClass{"default": {Name: "default", Ready: true, InstanceTypes: mixTypes}},
+					DaemonSets:  workload.DaemonSets(),
+				}
+				var r *scheduling.Results
+				runtime.GC()
+				b.ReportAllocs()
+				b.ResetTimer()
+				cpu0 := cpuTime()
+				for i := 0; i < b.N; i++ {
+					r = scheduling.Solve(snap, scheduling.Provisioning())
+				}
+				cpu := cpuTime() - cpu0
+				b.StopTimer()
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+				cost := 0.0
+				for _, c := range r.NewNodeClaims {
+					_, o := c.CheapestOffering()
+					cost += o.Price
+				}
+				b.ReportMetric(float64(len(r.NewNodeClaims)), "nodeclaims")
+				b.ReportMetric(cost, "$/h")
+				b.ReportMetric(float64(len(r.Unschedulable)), "unschedulable")
+			})
+		}
+	}
+}

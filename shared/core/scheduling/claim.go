@@ -322,17 +322,27 @@ func (s *solver) fitClaim(c *claim, p *podState, v *claimView, mask bitset, ev *
 	t := c.t
 	order := t.order(s, v.zm, v.ctm)
 	start := 0
-	if order == c.order && !ev.maskNew {
-		start = c.cursor
-	} else if order == c.order {
+	switch {
+	case order == c.order:
 		start = c.cursor // a narrower mask cannot make an earlier type fit
+	case c.order != nil && !t.hasLimits:
+		// The pod narrowed the claim's zones or capacity types: another
+		// order. A type that costs less than the claim's price there cost
+		// less before too (fewer offerings cost no less), so it came
+		// before the claim's type in its order and did not fit then;
+		// with more pods and a narrower mask it does not now. The search
+		// starts at the claim's price (in the exotic part when the
+		// claim's type is exotic, as exotic types all come after the
+		// others). With limits, room given back since could make an
+		// earlier type fit, so the search starts at 0.
+		start = order.atLeast(c.price, t.types[c.order.idx[c.cursor]].exotic)
 	}
 	req := s.scratchReq[:len(c.req)]
 	for i := range req {
 		req[i] = c.req[i] + p.req[i]
 	}
 	pos := -1
-	for i := start; i < len(order.idx); i++ {
+	for i := order.from(start, req); i < len(order.idx); i = order.from(i+1, req) {
 		ti := int(order.idx[i])
 		if !mask.has(ti) {
 			continue
@@ -421,7 +431,7 @@ func (c *claim) keepsPick(order *priceOrder, pos int, mask bitset, req []int64) 
 func (s *solver) checkMinValues(c *claim, v *claimView, order *priceOrder, from int, mask bitset, req []int64) (ok bool, relaxed []int) {
 	t := c.t
 	m := newMinValues(t.minValueKeys)
-	for i := from; i < len(order.idx); i++ {
+	for i := order.from(from, req); i < len(order.idx); i = order.from(i+1, req) {
 		ti := int(order.idx[i])
 		tt := t.types[ti]
 		if !mask.has(ti) || !fits(req, tt.alloc) || (t.hasLimits && !t.withinLimits(tt, c.reserved)) {
@@ -532,7 +542,7 @@ func (s *solver) openClaim(t *template, p *podState, ev *claimEval) *claim {
 func (s *solver) updateReservation(c *claim) {
 	t := c.t
 	need := make([]int64, s.d.n())
-	for i := c.cursor; i < len(c.order.idx); i++ {
+	for i := c.order.from(c.cursor, c.req); i < len(c.order.idx); i = c.order.from(i+1, c.req) {
 		ti := int(c.order.idx[i])
 		tt := t.types[ti]
 		if !c.mask.has(ti) || !fits(c.req, tt.alloc) || !t.withinLimits(tt, c.reserved) {

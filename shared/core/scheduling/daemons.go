@@ -90,27 +90,28 @@ func ownerOfKind(p *corev1.Pod, kind string) string {
 	return ""
 }
 
-// daemonFitsTemplate reports whether the DaemonSet would run on nodes of
-// this template and type: its tolerations cover the NodePool's taints (a
-// PreferNoSchedule taint never keeps a DaemonSet away) and one of its
-// required node-affinity terms matches, with Karpenter's registered and
-// initialized labels present.
-func (s *solver) daemonFitsTemplate(t *template, tt *tType, d *daemon) bool {
+// daemonAlternatives are the required node-affinity alternatives of a
+// DaemonSet that the NodePool's requirements admit, with Karpenter's
+// registered and initialized labels present; nil when its tolerations do
+// not cover the NodePool's taints (a PreferNoSchedule taint never keeps a
+// DaemonSet away) or no alternative is admitted. A type of the NodePool
+// runs the DaemonSet when it satisfies one of them (typeSatisfies). This
+// is the part of the check that does not depend on the type, done once
+// per NodePool and DaemonSet rather than for each of hundreds of types.
+func (s *solver) daemonAlternatives(t *template, d *daemon) []Requirements {
 	tol := append(slices.Clone(d.pod.Spec.Tolerations), corev1.Toleration{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectPreferNoSchedule})
 	if untolerated(t.taints, tol) != nil {
-		return false
+		return nil
 	}
 	reqs := t.reqs.Copy()
 	reqs.Add(NewRequirement(wellknown.RegisteredLabel, corev1.NodeSelectorOpIn, "true"), NewRequirement(wellknown.InitializedLabel, corev1.NodeSelectorOpIn, "true"))
+	var out []Requirements
 	for _, strict := range daemonTermAlternatives(d.pod) {
-		if reqs.Compatible(strict, IsWellKnown) != nil {
-			continue
-		}
-		if s.typeSatisfies(t, tt, strict) {
-			return true
+		if reqs.Compatible(strict, IsWellKnown) == nil {
+			out = append(out, strict)
 		}
 	}
-	return false
+	return out
 }
 
 // daemonTermAlternatives are the DaemonSet pod's strict requirements with
@@ -168,15 +169,24 @@ func (s *solver) typeSatisfies(t *template, tt *tType, reqs Requirements) bool {
 // buildDaemonGroups groups a template's types by the DaemonSets that would
 // run on them and folds each group's overhead into the types' allocatable.
 func (s *solver) buildDaemonGroups(t *template) {
+	alts := make([][]Requirements, len(s.daemons))
+	for i, d := range s.daemons {
+		alts[i] = s.daemonAlternatives(t, d)
+	}
 	index := map[string]int{}
+	var key strings.Builder
+	var members []*daemon
 	for _, tt := range t.types {
-		var key strings.Builder
-		var members []*daemon
+		key.Reset()
+		members = members[:0]
 		for i, d := range s.daemons {
-			if s.daemonFitsTemplate(t, tt, d) {
-				key.WriteString(strconv.Itoa(i))
-				key.WriteByte(',')
-				members = append(members, d)
+			for _, strict := range alts[i] {
+				if s.typeSatisfies(t, tt, strict) {
+					key.WriteString(strconv.Itoa(i))
+					key.WriteByte(',')
+					members = append(members, d)
+					break
+				}
 			}
 		}
 		g, ok := index[key.String()]

@@ -26,31 +26,44 @@ func (s *solver) finalize(c *claim) (*NewNodeClaim, string) {
 	for _, p := range c.pods {
 		out.Pods = append(out.Pods, p.pod)
 	}
-	// Every type that fits, cheapest first.
+	// Every type that fits, cheapest first, in the solver's scratch: the
+	// slices of the result then get their exact size (a solve finalizes
+	// thousands of claims; slices sized for the 600 types a claim may carry
+	// were most of its allocations). Block by block: a claim of small pods
+	// fits every type of most blocks, tested once for the block rather than
+	// once per type.
 	var cts uint8
-	groups := make([]bool, len(t.groups))
-	fitting := make([]*tType, 0, min(s.opts.MaxInstanceTypes, len(t.types)))
+	groups := s.scratchGroups[:len(t.groups)]
+	clear(groups)
+	fitting := s.scratchFitting[:0]
 	prices := s.scratchPrices[:0]
 	burstable := false
-	for i := c.cursor; i < len(c.order.idx) && len(fitting) < s.opts.MaxInstanceTypes; i++ {
-		ti := int(c.order.idx[i])
-		tt := t.types[ti]
-		if !c.mask.has(ti) || !fits(c.req, tt.alloc) || (t.hasLimits && !t.withinLimits(tt, c.reserved)) {
+	for b := c.cursor / orderBlock; b*orderBlock < len(c.order.idx) && len(fitting) < s.opts.MaxInstanceTypes; b++ {
+		lo, hi, some, all := c.order.block(b, c.req)
+		if !some {
 			continue
 		}
-		if len(c.held) > 0 && !c.reservedType(tt) {
-			continue // pinned to its reservations below
+		for i := max(lo, c.cursor); i < hi && len(fitting) < s.opts.MaxInstanceTypes; i++ {
+			ti := int(c.order.idx[i])
+			tt := t.types[ti]
+			if !c.mask.has(ti) || !(all || fits(c.req, tt.alloc)) || (t.hasLimits && !t.withinLimits(tt, c.reserved)) {
+				continue
+			}
+			if len(c.held) > 0 && !c.reservedType(tt) {
+				continue // pinned to its reservations below
+			}
+			fitting = append(fitting, tt)
+			prices = append(prices, c.order.price[i])
+			burstable = burstable || tt.credits.burstable()
 		}
-		fitting = append(fitting, tt)
-		prices = append(prices, c.order.price[i])
-		burstable = burstable || tt.credits.burstable()
 	}
-	s.scratchPrices = prices
+	s.scratchFitting, s.scratchPrices = fitting, prices
 	if burstable {
 		fitting = s.dropCostlyBurstable(c, fitting, prices)
 	}
 	out.InstanceTypes = make([]*InstanceType, 0, len(fitting))
-	chosen := newBitset(len(t.types))
+	chosen := s.scratchChosen[:len(t.all)]
+	clear(chosen)
 	for _, tt := range fitting {
 		out.InstanceTypes = append(out.InstanceTypes, tt.it)
 		chosen.set(tt.pos)
@@ -116,7 +129,9 @@ func (s *solver) finalize(c *claim) (*NewNodeClaim, string) {
 	}
 	delete(reqs, wellknown.InstanceTypeLabel)
 	delete(reqs, wellknown.HostnameLabel)
-	out.Requirements = append(reqs.NodeSelectorRequirements(), itReq)
+	// One more entry for the instance types, one for a doubly bounded key.
+	out.Requirements = reqs.appendNodeSelectorRequirements(make([]karpv1.NodeSelectorRequirementWithMinValues, 0, len(reqs)+2))
+	out.Requirements = append(out.Requirements, itReq)
 	setMinValues(out.Requirements, t.minValueKeys, minVals)
 	sort.SliceStable(out.Requirements, func(i, j int) bool { return out.Requirements[i].Key < out.Requirements[j].Key })
 

@@ -250,12 +250,16 @@ func (r *Requirement) intersectsValues(o *Requirement) bool {
 // NodeSelectorRequirements renders the requirement for a NodeClaim spec; a
 // doubly bounded requirement needs two entries.
 func (r *Requirement) NodeSelectorRequirements() []karpv1.NodeSelectorRequirementWithMinValues {
+	return r.appendNodeSelectorRequirements(nil)
+}
+
+// appendNodeSelectorRequirements appends the rendering to out.
+func (r *Requirement) appendNodeSelectorRequirements(out []karpv1.NodeSelectorRequirementWithMinValues) []karpv1.NodeSelectorRequirementWithMinValues {
 	mk := func(op corev1.NodeSelectorOperator, values []string) karpv1.NodeSelectorRequirementWithMinValues {
 		return karpv1.NodeSelectorRequirementWithMinValues{Key: r.Key, Operator: op, Values: values, MinValues: r.MinValues}
 	}
 	switch {
 	case r.complement && (r.hasGte || r.hasLte):
-		var out []karpv1.NodeSelectorRequirementWithMinValues
 		if r.hasGte {
 			out = append(out, mk(karpv1.NodeSelectorOpGte, []string{strconv.FormatInt(r.gte, 10)}))
 		}
@@ -267,7 +271,7 @@ func (r *Requirement) NodeSelectorRequirements() []karpv1.NodeSelectorRequiremen
 		}
 		return out
 	default:
-		return []karpv1.NodeSelectorRequirementWithMinValues{mk(r.Operator(), slices.Clone(r.values))}
+		return append(out, mk(r.Operator(), slices.Clone(r.values)))
 	}
 }
 
@@ -586,9 +590,13 @@ func (r Requirements) MatchesLabels(labels map[string]string) *Requirement {
 
 // NodeSelectorRequirements renders every requirement, sorted by key.
 func (r Requirements) NodeSelectorRequirements() []karpv1.NodeSelectorRequirementWithMinValues {
-	var out []karpv1.NodeSelectorRequirementWithMinValues
+	return r.appendNodeSelectorRequirements(nil)
+}
+
+// appendNodeSelectorRequirements appends the rendering, sorted by key, to out.
+func (r Requirements) appendNodeSelectorRequirements(out []karpv1.NodeSelectorRequirementWithMinValues) []karpv1.NodeSelectorRequirementWithMinValues {
 	for _, k := range r.Keys() {
-		out = append(out, r[k].NodeSelectorRequirements()...)
+		out = r[k].appendNodeSelectorRequirements(out)
 	}
 	return out
 }

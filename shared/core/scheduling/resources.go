@@ -16,9 +16,53 @@ import (
 // overhead, and the resources an in-place resize already allocated. The pods
 // resource is set to 1.
 func PodRequests(pod *corev1.Pod) corev1.ResourceList {
+	if out := containerRequests(pod); out != nil {
+		return out
+	}
 	out := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{UseStatusResources: true})
 	out[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
 	return out
+}
+
+// containerRequests is PodRequests for the usual pending pod: no init
+// containers, overhead or pod-level resources, and no status the resize
+// rules read (container statuses, allocated resources, claim statuses).
+// For such a pod the helper's answer is the sum of its containers'
+// requests; summed here into one map, it costs a tenth of the helper's
+// several maps and copies, which were most of a solve's allocations at
+// 5,000 pods. Any other pod gets nil, and the helper.
+func containerRequests(pod *corev1.Pod) corev1.ResourceList {
+	if !plainRequests(pod) {
+		return nil
+	}
+	n := 1
+	for i := range pod.Spec.Containers {
+		n += len(pod.Spec.Containers[i].Resources.Requests)
+	}
+	out := make(corev1.ResourceList, n)
+	for i := range pod.Spec.Containers {
+		for name, q := range pod.Spec.Containers[i].Resources.Requests {
+			if sum, ok := out[name]; ok {
+				sum.Add(q)
+				out[name] = sum
+			} else {
+				out[name] = q.DeepCopy()
+			}
+		}
+	}
+	out[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
+	return out
+}
+
+// plainRequests reports whether the pod's requests are the sum of its
+// containers' requests (plus one pod slot): no init containers, overhead
+// or pod-level resources, and no status the resize rules read.
+func plainRequests(pod *corev1.Pod) bool {
+	st := &pod.Status
+	return len(pod.Spec.InitContainers) == 0 && pod.Spec.Overhead == nil && pod.Spec.Resources == nil &&
+		len(st.ContainerStatuses) == 0 && len(st.InitContainerStatuses) == 0 && st.Resources == nil &&
+		st.AllocatedResources == nil && len(st.NodeAllocatableResourceClaimStatuses) == 0 &&
+		!resourcehelper.IsPodResizeInfeasible(pod)
 }
 
 // SumRequests is the total PodRequests of the pods that hold resources on

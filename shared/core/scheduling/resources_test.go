@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/wellknown"
@@ -54,6 +55,46 @@ func TestPodRequests(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestContainerRequestsMatchesHelper checks the fast path of PodRequests
+// against the Kubernetes helper on the pods it takes, and that it declines
+// the pods only the helper handles.
+func TestContainerRequestsMatchesHelper(t *testing.T) {
+	for _, spec := range []corev1.PodSpec{
+		{Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: rl("cpu", "100m", "memory", "1Gi")}}}},
+		{Containers: []corev1.Container{
+			{Resources: corev1.ResourceRequirements{Requests: rl("cpu", "0.0005", "memory", "1.5")}},
+			{Resources: corev1.ResourceRequirements{Requests: rl("cpu", "0.0005", "memory", "1.5", "ephemeral-storage", "1Gi", "pods", "3")}},
+			{},
+		}},
+		{Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{Limits: rl("cpu", "1")}}}},
+	} {
+		pod := &corev1.Pod{Spec: spec}
+		got := containerRequests(pod)
+		want := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{UseStatusResources: true})
+		want[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
+		if len(got) != len(want) {
+			t.Fatalf("%v, want %v", got, want)
+		}
+		for k, v := range want {
+			if q, ok := got[k]; !ok || q.Cmp(v) != 0 || q.MilliValue() != v.MilliValue() || q.Value() != v.Value() {
+				t.Fatalf("%s = %s, want %s", k, q.String(), v.String())
+			}
+		}
+	}
+	for _, pod := range []*corev1.Pod{
+		{Spec: corev1.PodSpec{InitContainers: []corev1.Container{{}}}},
+		{Spec: corev1.PodSpec{Overhead: rl("cpu", "1")}},
+		{Spec: corev1.PodSpec{Resources: &corev1.ResourceRequirements{}}},
+		{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{}}}},
+		{Status: corev1.PodStatus{AllocatedResources: rl("cpu", "1")}},
+		{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonInfeasible}}}},
+	} {
+		if containerRequests(pod) != nil {
+			t.Fatalf("fast path taken for %+v", pod)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package scheduling
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"slices"
@@ -68,21 +69,33 @@ type solver struct {
 
 	reqIDs  map[string]int32
 	reqSets []Requirements
-	podReqs map[*corev1.Pod]corev1.ResourceList
+	// podReqs are the requests of snap.Pods[i], nil for a pod with one
+	// container and plain requests, whose vector initPods reads from the
+	// container directly.
+	podReqs []corev1.ResourceList
+	// noReqs is the requirements of a pod without node selector or node
+	// affinity, shared by all such pods (requirements are read only).
+	noReqs   Requirements
+	noReqsID int32
 
 	tolerateSoft bool // some NodePool has a PreferNoSchedule taint
 	// resv is what each capacity reservation can still take (reservations.go).
 	resv map[string]int
 
 	scratchMask bitset
-	scratchReq  []int64
-	// scratchPrices holds the offering prices of a claim's types while
-	// finalize decides which to send (finalize.go).
+	// finalize's scratch: the types that fit a claim and their offering
+	// prices (while it decides which to send), credits and keep flags for
+	// dropCostlyBurstable, the kept types' DaemonSet groups and set.
+	scratchFitting []*tType
 	scratchPrices  []float64
 	scratchCredits []float64
 	scratchKeep    []bool
+	scratchGroups  []bool
+	scratchChosen  bitset
+	scratchReq     []int64
 	decisions      []topoDecision
 	index          slackIndex
+	keyBuf         bytes.Buffer // groupFor's key
 }
 
 // Solve places a batch of pending pods: on existing nodes and in-flight
@@ -123,11 +136,14 @@ func newSolver(snap *Snapshot, opts Options) *solver {
 	for _, p := range s.pods {
 		s.deriveHostChecks(p)
 	}
-	maxTypes := 0
+	maxTypes, maxGroups := 0, 0
 	for _, t := range s.templates {
 		maxTypes = max(maxTypes, len(t.types))
+		maxGroups = max(maxGroups, len(t.groups))
 	}
 	s.scratchMask = newBitset(maxTypes)
+	s.scratchChosen = newBitset(maxTypes)
+	s.scratchGroups = make([]bool, maxGroups)
 	s.scratchReq = make([]int64, s.d.n())
 	return s
 }
@@ -142,13 +158,20 @@ func (s *solver) initDims() {
 			}
 		}
 	}
-	s.podReqs = make(map[*corev1.Pod]corev1.ResourceList, len(s.snap.Pods))
-	for _, p := range s.snap.Pods {
-		if p != nil {
-			r := PodRequests(p)
-			s.podReqs[p] = r
-			s.d.addList(r)
+	s.podReqs = make([]corev1.ResourceList, len(s.snap.Pods))
+	for i, p := range s.snap.Pods {
+		if p == nil {
+			continue
 		}
+		if singleContainer(p) {
+			for name := range p.Spec.Containers[0].Resources.Requests {
+				s.d.add(name)
+			}
+			continue
+		}
+		r := PodRequests(p)
+		s.podReqs[i] = r
+		s.d.addList(r)
 	}
 	for _, np := range s.snap.NodePools {
 		if np != nil {
@@ -164,6 +187,14 @@ func (s *solver) initDims() {
 			s.d.addList(n.Allocatable)
 		}
 	}
+}
+
+// singleContainer reports whether PodRequests of the pod is its one
+// container's requests and a pod slot, which initPods turns into a vector
+// without building the ResourceList (most pods: a map per pod was a tenth
+// of a solve's allocations).
+func singleContainer(p *corev1.Pod) bool {
+	return len(p.Spec.Containers) == 1 && plainRequests(p)
 }
 
 func sortedClasses(snap *Snapshot) []*NodeClass {
@@ -228,14 +259,24 @@ func (s *solver) internReqs(r Requirements) int32 {
 // initPods derives each pod's state and orders the batch as Karpenter does:
 // most cpu first, then most memory, then oldest, then by UID.
 func (s *solver) initPods() {
-	for _, p := range s.snap.Pods {
+	s.noReqs = Requirements{}
+	s.noReqsID = s.internReqs(s.noReqs)
+	s.pods = make([]*podState, 0, len(s.snap.Pods))
+	for i, p := range s.snap.Pods {
 		if p == nil {
 			continue
 		}
 		if p.UID != "" {
 			s.inBatch[p.UID] = true
 		}
-		ps := &podState{pod: p, cur: p, req: s.d.vec(s.podReqs[p])}
+		var req []int64
+		if r := s.podReqs[i]; r != nil {
+			req = s.d.vec(r)
+		} else {
+			req = s.d.vec(p.Spec.Containers[0].Resources.Requests)
+			req[dimPods] = 1
+		}
+		ps := &podState{pod: p, cur: p, req: req}
 		s.derive(ps)
 		ps.volAlts, ps.vols, ps.volErr = s.vols.podVolumes(p)
 		s.pods = append(s.pods, ps)
@@ -273,9 +314,22 @@ func (s *solver) initPods() {
 // derive recomputes what depends on the pod's current (relaxed) form.
 func (s *solver) derive(p *podState) {
 	strictOnly := s.opts.Preferences == PreferencesIgnore
-	p.reqs = PodRequirements(p.cur, strictOnly)
-	p.strict = PodRequirements(p.cur, true)
-	p.reqID = s.internReqs(p.reqs)
+	spec := &p.cur.Spec
+	switch {
+	case len(spec.NodeSelector) == 0 && (spec.Affinity == nil || spec.Affinity.NodeAffinity == nil):
+		// Most pods: nothing to compute or intern.
+		p.reqs, p.strict, p.reqID = s.noReqs, s.noReqs, s.noReqsID
+	case strictOnly || spec.Affinity == nil || spec.Affinity.NodeAffinity == nil ||
+		len(spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 0:
+		// Without preferred terms the two sets are the same.
+		p.reqs = PodRequirements(p.cur, true)
+		p.strict = p.reqs
+		p.reqID = s.internReqs(p.reqs)
+	default:
+		p.reqs = PodRequirements(p.cur, false)
+		p.strict = PodRequirements(p.cur, true)
+		p.reqID = s.internReqs(p.reqs)
+	}
 	p.ports = hostPorts(p.cur)
 	p.tol = make([]int8, len(s.templates))
 }
@@ -326,6 +380,16 @@ func (s *solver) toleratesTemplate(p *podState, t *template) bool {
 		p.tol[t.idx] = 1
 	}
 	return ok
+}
+
+// admits reports whether pod p may join a claim of template t at all: it
+// tolerates the NodePool's taints and its requirements are compatible,
+// both known per pod and template. The claims of a solve are searched by
+// their room only, so a pod meets every claim with room, of any NodePool;
+// this check rules out the other NodePools' claims (a GPU NodePool's
+// large claims for every plain pod) before evalClaim's fuller work.
+func (s *solver) admits(p *podState, t *template) bool {
+	return s.toleratesTemplate(p, t) && t.compile(s, p.reqID).fail == nil
 }
 
 // run is Karpenter's queue: try each pod, relaxing its preferences when it
@@ -406,7 +470,7 @@ func (s *solver) place(p *podState) bool {
 	// Phase one: the first open claim that takes the pod at no extra cost.
 	for i := s.index.next(0, p.req); i >= 0; i = s.index.next(i+1, p.req) {
 		c := s.claims[i]
-		if !c.fitsSlack(p.req) || !p.hostOK(c.host) {
+		if !c.fitsSlack(p.req) || !p.hostOK(c.host) || !s.admits(p, c.t) {
 			continue
 		}
 		if s.evalClaim(c, p, &ev) && ev.price <= c.price {
@@ -421,7 +485,7 @@ func (s *solver) place(p *podState) bool {
 	evals := 0
 	for i := len(s.claims) - 1; i >= 0 && i >= len(s.claims)-upgradeScan && evals < upgradeEvals; i-- {
 		c := s.claims[i]
-		if !p.hostOK(c.host) {
+		if !p.hostOK(c.host) || !s.admits(p, c.t) {
 			continue
 		}
 		if !s.evalClaim(c, p, &ev) {
@@ -436,7 +500,7 @@ func (s *solver) place(p *podState) bool {
 		if bestC < 0 && newT == nil {
 			// Phase three: any open claim at all, cheapest growth first.
 			for i, c := range s.claims {
-				if !p.hostOK(c.host) || !s.evalClaim(c, p, &ev) {
+				if !p.hostOK(c.host) || !s.admits(p, c.t) || !s.evalClaim(c, p, &ev) {
 					continue
 				}
 				if d := ev.price - c.price; bestC < 0 || d < bestDelta {

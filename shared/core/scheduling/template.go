@@ -107,6 +107,55 @@ type orderKey struct {
 type priceOrder struct {
 	idx   []int32
 	price []float64
+	// most is, per block of orderBlock positions, the largest allocatable
+	// of its types in each dimension (dims wide each): a search for the
+	// first type that holds a request skips the blocks that cannot. A GPU
+	// pod tried on a NodePool without GPUs skips them all, and a large pod
+	// on a new claim most of the cheaper, smaller types.
+	most []int64
+	// least is, per block, the smallest allocatable of its types in each
+	// dimension: a request that fits it fits every type of the block.
+	least []int64
+	dims  int
+	// plain is the number of types that are not exotic: they come first.
+	plain int
+}
+
+// atLeast returns the first position whose price is at least p, among the
+// exotic types (which come after all others) when exotic is set, else
+// among the others.
+func (o *priceOrder) atLeast(p float64, exotic bool) int {
+	lo, hi := 0, o.plain
+	if exotic {
+		lo, hi = o.plain, len(o.idx)
+	}
+	return lo + sort.SearchFloat64s(o.price[lo:hi], p)
+}
+
+// orderBlock is the number of positions of a price order summarized in
+// one block of priceOrder.most.
+const orderBlock = 16
+
+// from returns the first position at or after i whose block may hold req,
+// or len(o.idx).
+func (o *priceOrder) from(i int, req []int64) int {
+	for i < len(o.idx) {
+		b := i / orderBlock
+		if fits(req, o.most[b*o.dims:(b+1)*o.dims]) {
+			return i
+		}
+		i = (b + 1) * orderBlock
+	}
+	return len(o.idx)
+}
+
+// block returns the positions of block b, and whether req may fit some
+// type of it (most) and fits all of them (least).
+func (o *priceOrder) block(b int, req []int64) (lo, hi int, some, all bool) {
+	lo, hi = b*orderBlock, min((b+1)*orderBlock, len(o.idx))
+	some = fits(req, o.most[b*o.dims:(b+1)*o.dims])
+	all = some && fits(req, o.least[b*o.dims:(b+1)*o.dims])
+	return lo, hi, some, all
 }
 
 // template is a usable NodePool with its NodeClass's instance types.
@@ -442,9 +491,22 @@ func (t *template) order(s *solver, zm uint64, ctm uint8) *priceOrder {
 		}
 		return t.types[es[a].i].it.Name < t.types[es[b].i].it.Name
 	})
-	o := &priceOrder{idx: make([]int32, len(es)), price: make([]float64, len(es))}
+	n := s.d.n()
+	o := &priceOrder{idx: make([]int32, len(es)), price: make([]float64, len(es)), dims: n}
+	o.most = make([]int64, (len(es)+orderBlock-1)/orderBlock*n)
+	o.least = make([]int64, len(o.most))
+	for i := range o.most {
+		o.most[i], o.least[i] = math.MinInt64, math.MaxInt64
+	}
 	for i, e := range es {
 		o.idx[i], o.price[i] = e.i, e.p
+		if !e.exotic {
+			o.plain++
+		}
+		m, l := o.most[i/orderBlock*n:], o.least[i/orderBlock*n:]
+		for d, a := range t.types[e.i].alloc {
+			m[d], l[d] = max(m[d], a), min(l[d], a)
+		}
 	}
 	t.orders[key] = o
 	return o

@@ -1,10 +1,12 @@
 package scheduling
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -192,7 +194,12 @@ func (s *solver) podTerms(p *corev1.Pod) []termSpec {
 		if !respect && tsc.WhenUnsatisfiable != corev1.DoNotSchedule {
 			continue
 		}
-		sel := tsc.LabelSelector.DeepCopy()
+		// The selector is only read; it is copied when matchLabelKeys add
+		// to it.
+		sel := tsc.LabelSelector
+		if len(tsc.MatchLabelKeys) > 0 {
+			sel = sel.DeepCopy()
+		}
 		for _, k := range tsc.MatchLabelKeys {
 			if v, ok := p.Labels[k]; ok {
 				if sel == nil {
@@ -290,8 +297,8 @@ func makeNodeFilter(p *corev1.Pod, taints, affinity *corev1.NodeInclusionPolicy)
 	return f
 }
 
-func (f *nodeFilter) canonical(b *strings.Builder) {
-	fmt.Fprintf(b, "a%v t%v ", f.honorAffinity, f.honorTaints)
+func (f *nodeFilter) canonical(b *bytes.Buffer) {
+	b.WriteString("a" + strconv.FormatBool(f.honorAffinity) + " t" + strconv.FormatBool(f.honorTaints) + " ")
 	if f.honorAffinity {
 		for _, a := range f.alts {
 			b.WriteString(a.canonical())
@@ -339,7 +346,7 @@ func (f *nodeFilter) matches(taints []corev1.Taint, lookup func(string) (*Requir
 
 // selectorKey writes a label selector canonically: labels and expressions
 // sorted, values sorted.
-func selectorKey(b *strings.Builder, sel *metav1.LabelSelector) {
+func selectorKey(b *bytes.Buffer, sel *metav1.LabelSelector) {
 	if sel == nil {
 		b.WriteString("<nil>")
 		return
@@ -350,7 +357,13 @@ func selectorKey(b *strings.Builder, sel *metav1.LabelSelector) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(b, "%s=%s,", k, sel.MatchLabels[k])
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(sel.MatchLabels[k])
+		b.WriteByte(',')
+	}
+	if len(sel.MatchExpressions) == 0 {
+		return
 	}
 	exprs := make([]string, 0, len(sel.MatchExpressions))
 	for _, e := range sel.MatchExpressions {
@@ -363,24 +376,45 @@ func selectorKey(b *strings.Builder, sel *metav1.LabelSelector) {
 }
 
 func (s *solver) groupFor(ts termSpec, inverse bool) *group {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d|%v|%s|%d|%d|%v|", ts.typ, inverse, ts.key, ts.maxSkew, ts.minDomains, ts.allNS)
-	nss := make([]string, 0, len(ts.namespaces))
-	for n := range ts.namespaces {
-		nss = append(nss, n)
-	}
-	sort.Strings(nss)
-	b.WriteString(strings.Join(nss, ","))
+	// The key is built for every term of every pod of the batch, so
+	// without fmt (the same text as "%d|%v|%s|%d|%d|%v|").
+	b := &s.keyBuf
+	b.Reset()
+	var num [24]byte
+	b.Write(strconv.AppendInt(num[:0], int64(ts.typ), 10))
 	b.WriteByte('|')
-	selectorKey(&b, ts.selector)
+	b.WriteString(strconv.FormatBool(inverse))
+	b.WriteByte('|')
+	b.WriteString(ts.key)
+	b.WriteByte('|')
+	b.Write(strconv.AppendInt(num[:0], int64(ts.maxSkew), 10))
+	b.WriteByte('|')
+	b.Write(strconv.AppendInt(num[:0], int64(ts.minDomains), 10))
+	b.WriteByte('|')
+	b.WriteString(strconv.FormatBool(ts.allNS))
+	b.WriteByte('|')
+	if len(ts.namespaces) == 1 {
+		for n := range ts.namespaces {
+			b.WriteString(n)
+		}
+	} else {
+		nss := make([]string, 0, len(ts.namespaces))
+		for n := range ts.namespaces {
+			nss = append(nss, n)
+		}
+		sort.Strings(nss)
+		b.WriteString(strings.Join(nss, ","))
+	}
+	b.WriteByte('|')
+	selectorKey(b, ts.selector)
 	b.WriteByte('|')
 	if ts.typ == topoSpread {
-		ts.filter.canonical(&b)
+		ts.filter.canonical(b)
 	}
-	key := b.String()
-	if g, ok := s.topo.byKey[key]; ok {
+	if g, ok := s.topo.byKey[string(b.Bytes())]; ok {
 		return g
 	}
+	key := b.String()
 	sel, err := metav1.LabelSelectorAsSelector(ts.selector)
 	if err != nil {
 		sel = labels.Nothing()

@@ -78,7 +78,11 @@ type Hostility struct {
 	// ThrottleRate is the probability per EC2, SSM, IAM or SQS call that a
 	// throttling burst starts (RequestLimitExceeded, HTTP 503, on EC2;
 	// ThrottlingException elsewhere); a burst fails 1..4 consecutive calls
-	// of that service.
+	// of that service made within ThrottleBurstWindow of the clock. AWS
+	// throttles with token buckets that refill every second, so a caller
+	// whose retries back off outlives a transient burst, while callers
+	// that retry at once all meet it; throttling that outlasts every
+	// backoff is the Throttle fault.
 	ThrottleRate float64
 	// ServerErrorRate is the probability per EC2, SSM, IAM or SQS call of
 	// an HTTP 500 (InternalError on EC2, InternalFailure elsewhere); the
@@ -182,19 +186,26 @@ type hostility struct {
 	Hostility
 	rng    *rand.Rand
 	events map[string]int
-	// burst is how many more calls of a service a throttling burst fails.
-	burst map[string]int
+	// burst is how many more calls of a service a throttling burst fails,
+	// until burstUntil.
+	burst      map[string]int
+	burstUntil map[string]time.Time
 }
+
+// ThrottleBurstWindow is how long of the clock a throttling burst lasts at
+// most: about one refill of an EC2 token bucket.
+const ThrottleBurstWindow = time.Second
 
 // newHostility seeds the hostile random source from the emulator's seed,
 // apart from the id sequences so that turning hostility off does not
 // change generated ids.
 func newHostility(h Hostility, seed uint64) *hostility {
 	return &hostility{
-		Hostility: h,
-		rng:       rand.New(rand.NewPCG(seed, seed^0x686f7374696c6521)), // "hostile!"
-		events:    map[string]int{},
-		burst:     map[string]int{},
+		Hostility:  h,
+		rng:        rand.New(rand.NewPCG(seed, seed^0x686f7374696c6521)), // "hostile!"
+		events:     map[string]int{},
+		burst:      map[string]int{},
+		burstUntil: map[string]time.Time{},
 	}
 }
 
@@ -256,12 +267,14 @@ func (e *Emulator) callHostility(service, action string) requestFaults {
 	h := e.hostile
 	var out requestFaults
 	if hostileServices[service] {
+		now := e.now()
 		switch {
-		case h.burst[service] > 0:
+		case h.burst[service] > 0 && now.Before(h.burstUntil[service]):
 			h.burst[service]--
 			out.err = throttleError(service)
 		case h.chance(h.ThrottleRate):
 			h.burst[service] = h.rng.IntN(4) // this call plus 0..3 more
+			h.burstUntil[service] = now.Add(ThrottleBurstWindow)
 			out.err = throttleError(service)
 		case h.chance(h.ServerErrorRate):
 			out.err = serverError(service)

@@ -802,6 +802,24 @@ func TestHostileThrottles(t *testing.T) {
 	if len(lengths) < 3 {
 		t.Errorf("burst lengths %v: want 1..4 calls, varied", lengths)
 	}
+	// A burst lasts ThrottleBurstWindow of the clock at most: a caller
+	// whose backoff waits that long finds the bucket refilled.
+	for ended := false; !ended; {
+		e.SetHostility(Hostility{ThrottleRate: 1})
+		wantCode(t, calls["ec2"](), "RequestLimitExceeded")
+		e.SetHostility(NoHostility())
+		e.mu.Lock()
+		left := e.hostile.burst["ec2"]
+		e.mu.Unlock()
+		if left == 0 {
+			continue // a burst of one call: draw again
+		}
+		fakeClock(t, e).Step(ThrottleBurstWindow)
+		if err := calls["ec2"](); err != nil {
+			t.Fatalf("a burst with %d calls left outlived its window: %v", left, err)
+		}
+		ended = true
+	}
 	throttled := 0
 	for _, c := range e.Calls() {
 		if c.Code == "RequestLimitExceeded" || c.Code == "ThrottlingException" {

@@ -59,13 +59,16 @@ const (
 	// afterDeletion is how long after the deletion of claim A its
 	// terminationGracePeriod runs out, on the clock. The passes run on a
 	// schedule of the clock (firstPass after the deletion, then every
-	// tick), so the fourth is 5 s before the deadline and the fifth 5 s
-	// past it, whatever the load makes of the real time in between.
-	afterDeletion = 37 * time.Second
-	firstPass     = 2 * time.Second
-	tick          = 10 * time.Second
+	// tick), so the fourth is 10 s before the deadline and the fifth 10 s
+	// past it, whatever the load makes of the real time in between: a pass
+	// and its waits may take up to 10 s of real time before the next one
+	// sees a later world than the undisturbed run did (5 s, with passes
+	// 10 s apart, was overrun by a loaded make test).
+	afterDeletion = 74 * time.Second
+	firstPass     = 4 * time.Second
+	tick          = 20 * time.Second
 	// dndGrace is the do-not-disrupt pod's terminationGracePeriodSeconds.
-	dndGrace = 20
+	dndGrace = 40
 )
 
 // world is one termination scenario: a hostile emulator (stepped by the
@@ -137,9 +140,9 @@ func newWorld(t *testing.T) *world {
 	w.claim(claimA, a, &grace)
 	w.claim(claimB, b, nil)
 	w.deployment()
-	// The do-not-disrupt pod's 20 s of grace make it due for deletion 17 s
-	// after claim A's (20 s before the deadline): 5 s after the second
-	// pass is due and 5 s before the third.
+	// The do-not-disrupt pod's 40 s of grace make it due for deletion 34 s
+	// after claim A's (40 s before the deadline): 10 s after the second
+	// pass is due and 10 s before the third.
 	w.pod("dnd", w.nodeA, map[string]string{wellknown.DoNotDisruptAnnotation: "true"}, dndGrace)
 	if _, err := e.Clients.Core.PolicyV1().PodDisruptionBudgets(w.ns).Create(ctx, &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},

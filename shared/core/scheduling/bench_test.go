@@ -45,33 +45,39 @@ func benchSnapshot(tb testing.TB, pods int) *scheduling.Snapshot {
 func BenchmarkSolve(b *testing.B) {
 	for _, n := range []int{1000, 5000, 20000, 50000} {
 		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
-			s := benchSnapshot(b, n)
-			var r *scheduling.Results
-			// The garbage of the previous round (its cost loop below) is
-			// collected before the clock starts, not during the solves.
-			runtime.GC()
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu0 := cpuTime()
-			for i := 0; i < b.N; i++ {
-				r = scheduling.Solve(s, scheduling.Provisioning())
-			}
-			cpu := cpuTime() - cpu0
-			b.StopTimer()
+			benchSolve(b, benchSnapshot(b, n))
 			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "pods/s")
-			// CPU time of the process (GC included) per solve: steadier than
-			// wall time on a shared machine.
-			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
-			cost := 0.0
-			for _, c := range r.NewNodeClaims {
-				_, o := c.CheapestOffering()
-				cost += o.Price
-			}
-			b.ReportMetric(float64(len(r.NewNodeClaims)), "nodeclaims")
-			b.ReportMetric(cost, "$/h")
-			b.ReportMetric(float64(len(r.Unschedulable)), "unschedulable")
 		})
 	}
+}
+
+// benchSolve times b.N solves of snap and reports their CPU time and what
+// the last one made.
+func benchSolve(b *testing.B, snap *scheduling.Snapshot) {
+	b.Helper()
+	var r *scheduling.Results
+	// The garbage of the previous round (its cost loop below) is
+	// collected before the clock starts, not during the solves.
+	runtime.GC()
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := 0; i < b.N; i++ {
+		r = scheduling.Solve(snap, scheduling.Provisioning())
+	}
+	cpu := cpuTime() - cpu0
+	b.StopTimer()
+	// CPU time of the process (GC included) per solve: steadier than
+	// wall time on a shared machine.
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	cost := 0.0
+	for _, c := range r.NewNodeClaims {
+		_, o := c.CheapestOffering()
+		cost += o.Price
+	}
+	b.ReportMetric(float64(len(r.NewNodeClaims)), "nodeclaims")
+	b.ReportMetric(cost, "$/h")
+	b.ReportMetric(float64(len(r.Unschedulable)), "unschedulable")
 }
 
 func cpuTime() time.Duration {
@@ -160,25 +166,7 @@ func BenchmarkSolveMix(b *testing.B) {
 					NodeClasses: map[string]*scheduling.NodeClass{"default": {Name: "default", Ready: true, InstanceTypes: mixTypes}},
 					DaemonSets:  workload.DaemonSets(),
 				}
-				var r *scheduling.Results
-				runtime.GC()
-				b.ReportAllocs()
-				b.ResetTimer()
-				cpu0 := cpuTime()
-				for i := 0; i < b.N; i++ {
-					r = scheduling.Solve(snap, scheduling.Provisioning())
-				}
-				cpu := cpuTime() - cpu0
-				b.StopTimer()
-				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
-				cost := 0.0
-				for _, c := range r.NewNodeClaims {
-					_, o := c.CheapestOffering()
-					cost += o.Price
-				}
-				b.ReportMetric(float64(len(r.NewNodeClaims)), "nodeclaims")
-				b.ReportMetric(cost, "$/h")
-				b.ReportMetric(float64(len(r.Unschedulable)), "unschedulable")
+				benchSolve(b, snap)
 			})
 		}
 	}

@@ -114,6 +114,9 @@ type claim struct {
 	minVals []int
 	// held are the capacity reservations the claim holds (reservations.go).
 	held []string
+	// cheap caches cheapZones while the claim has cheapN-1 pods.
+	cheap  uint64
+	cheapN int
 }
 
 // claimEval is the outcome of trying a pod on a claim.
@@ -566,6 +569,104 @@ func (s *solver) updateReservation(c *claim) {
 // fitsSlack is the cheap test of phase one: the pod fits the claim's current
 // cheapest type as it is.
 func (c *claim) fitsSlack(req []int64) bool { return fits(req, c.slack) }
+
+// zoneProbe is what phase one needs of one of a pod's zone spread or zone
+// affinity groups, computed once per placement. A spread puts the pod in
+// the least counted zone the claim allows, an affinity in the zones that
+// already have pods of the group: a claim whose price is higher in all of
+// them cannot take the pod at no extra cost, and is passed over without a
+// full evaluation.
+type zoneProbe struct {
+	g     *group
+	self  bool
+	floor int32  // spread: the base of the skew
+	has   uint64 // affinity: the zones with pods of the group the pod allows
+}
+
+// zoneProbes fills out with p's zone spread and affinity groups.
+func (s *solver) zoneProbes(p *podState, out []zoneProbe) []zoneProbe {
+	out = out[:0]
+	for _, g := range p.owned {
+		if g.dom != s.topo.zoneDom {
+			continue
+		}
+		pod := podDomainMask(g, p.strict)
+		switch g.typ {
+		case topoSpread:
+			out = append(out, zoneProbe{g: g, self: g.selects(p.cur), floor: spreadFloor(g, pod)})
+		case topoAffinity:
+			var has uint64
+			maskEach(g.registered&pod, func(d int) {
+				if g.count(int32(d)) > 0 {
+					has |= 1 << uint(d)
+				}
+			})
+			out = append(out, zoneProbe{g: g, has: has})
+		}
+	}
+	return out
+}
+
+// mayKeepPrice is phase one's quick test: false when the zone groups of
+// probes put p only in zones where claim c cannot keep its price (or in
+// none), so evaluating c in full would fail or find it costs more. It
+// follows evalClaim and evalGroup: the claim's zones narrowed by the pod's
+// requirements (pods with volume topology are not probed), then by each
+// group (an affinity with no pods yet is left to the evaluation).
+func (s *solver) mayKeepPrice(c *claim, p *podState, probes []zoneProbe) bool {
+	if len(probes) == 0 || p.volAlts != nil {
+		return true
+	}
+	cr := c.t.compile(s, p.reqID)
+	if cr.fail != nil {
+		return true
+	}
+	node := c.zm & cr.zm
+	to := node
+	for _, pr := range probes {
+		switch pr.g.typ {
+		case topoSpread:
+			d := s.spreadPick(pr.g, pr.self, pr.floor, node, &c.claimView)
+			if d < 0 {
+				return false
+			}
+			to &= 1 << uint(d)
+		case topoAffinity:
+			if pr.has&node != 0 {
+				to &= pr.has
+			}
+		}
+	}
+	return to&s.cheapZones(c) != 0
+}
+
+// cheapZones are the zones of claim c where its price may hold: those
+// where a type of its mask that fits its requests has an offering at or
+// below its price. Credits, NodePool limits and a new pod's requests and
+// requirements only raise a price, so a zone left out here costs more
+// whatever the pod.
+func (s *solver) cheapZones(c *claim) uint64 {
+	if c.cheapN == len(c.pods)+1 {
+		return c.cheap
+	}
+	var m uint64
+	maskEach(c.zm, func(z int) {
+		o := c.t.order(s, 1<<uint(z), c.ctm)
+		// Offering prices rise within the plain part and within the exotic
+		// part: past the claim's price there is nothing cheaper.
+		for _, part := range [2][2]int{{0, o.plain}, {o.plain, len(o.idx)}} {
+			for i := o.from(part[0], c.req); i < part[1] && o.price[i] <= c.price; i = o.from(i+1, c.req) {
+				tt := c.t.types[o.idx[i]]
+				if c.mask.has(int(o.idx[i])) && fits(c.req, tt.alloc) && o.price[i]+c.t.creditsAt(tt, c.req[dimCPU]) <= c.price {
+					m |= 1 << uint(z)
+					return
+				}
+			}
+		}
+	})
+	c.cheap, c.cheapN = m, len(c.pods)+1
+	return m
+}
 
 // slackIndex finds claims with room for a pod without visiting every claim:
 // claims are grouped in blocks of 64 whose largest cpu, memory and pod-slot

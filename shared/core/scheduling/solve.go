@@ -95,6 +95,8 @@ type solver struct {
 	scratchReq     []int64
 	decisions      []topoDecision
 	index          slackIndex
+	probes         []zoneProbe  // phase one's, for the pod being placed
+	noProbes       bool         // tests: phase one evaluates every candidate
 	keyBuf         bytes.Buffer // groupFor's key
 }
 
@@ -468,9 +470,16 @@ func (s *solver) place(p *podState) bool {
 	}
 	var ev claimEval
 	// Phase one: the first open claim that takes the pod at no extra cost.
+	probed := false
 	for i := s.index.next(0, p.req); i >= 0; i = s.index.next(i+1, p.req) {
 		c := s.claims[i]
 		if !c.fitsSlack(p.req) || !p.hostOK(c.host) || !s.admits(p, c.t) {
+			continue
+		}
+		if !probed {
+			s.probes, probed = s.zoneProbes(p, s.probes), true
+		}
+		if !s.noProbes && !s.mayKeepPrice(c, p, s.probes) {
 			continue
 		}
 		if s.evalClaim(c, p, &ev) && ev.price <= c.price {

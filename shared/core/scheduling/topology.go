@@ -668,6 +668,42 @@ func podDomainMask(g *group, strict Requirements) uint64 {
 	return m
 }
 
+// spreadFloor is the base of a spread group's skew for a pod whose
+// requirements allow the domains in pod: their smallest count, or 0 while
+// fewer than minDomains are supported.
+func spreadFloor(g *group, pod uint64) int32 {
+	floor := int32(math.MaxInt32)
+	supported := int32(0)
+	maskEach(g.registered&pod, func(d int) {
+		supported++
+		floor = min(floor, g.count(int32(d)))
+	})
+	if g.minDomains > 0 && supported < g.minDomains {
+		floor = 0
+	}
+	return floor
+}
+
+// spreadPick is the domain, among node's, where a spread group puts the
+// pod: the least counted within maxSkew of floor, ties to the better
+// ranked; -1 when none is within the skew.
+func (s *solver) spreadPick(g *group, self bool, floor int32, node uint64, c placement) int {
+	best, bestCount := -1, int32(math.MaxInt32)
+	maskEach(g.registered&node, func(d int) {
+		cnt := g.count(int32(d))
+		if self {
+			cnt++
+		}
+		if int64(cnt)-int64(floor) > int64(g.maxSkew) {
+			return
+		}
+		if cnt < bestCount || (cnt == bestCount && s.domainRank(c, g, d) < s.domainRank(c, g, best)) {
+			best, bestCount = d, cnt
+		}
+	})
+	return best
+}
+
 // topoDecision is one group's verdict for a candidate: the domains the node
 // must narrow to (non-hostname keys).
 type topoDecision struct {
@@ -749,28 +785,7 @@ func (s *solver) evalGroup(g *group, p *podState, c placement) (uint64, bool) {
 	pod := podDomainMask(g, p.strict)
 	switch g.typ {
 	case topoSpread:
-		minCount := int32(math.MaxInt32)
-		supported := int32(0)
-		maskEach(g.registered&pod, func(d int) {
-			supported++
-			minCount = min(minCount, g.count(int32(d)))
-		})
-		if g.minDomains > 0 && supported < g.minDomains {
-			minCount = 0
-		}
-		best, bestCount := -1, int32(math.MaxInt32)
-		maskEach(g.registered&node, func(d int) {
-			cnt := g.count(int32(d))
-			if self {
-				cnt++
-			}
-			if int64(cnt)-int64(minCount) > int64(g.maxSkew) {
-				return
-			}
-			if cnt < bestCount || (cnt == bestCount && s.domainRank(c, g, d) < s.domainRank(c, g, best)) {
-				best, bestCount = d, cnt
-			}
-		})
+		best := s.spreadPick(g, self, spreadFloor(g, pod), node, c)
 		if best < 0 {
 			return 0, false
 		}

@@ -236,6 +236,8 @@ type Emulator struct {
 	// deleted; guarded by stepMu.
 	podDeleting map[types.UID]time.Time
 	started     bool
+	// podWatch is the fake kubelet's watch of bound pods (WatchPods).
+	podWatch *podWatch
 }
 
 // New starts the emulator's HTTP server on loopback and seeds the default
@@ -352,6 +354,7 @@ func (e *Emulator) Start(ctx context.Context) {
 	e.loop.Add(1)
 	go func() {
 		defer e.loop.Done()
+		defer e.WatchPods(ctx)()
 		t := time.NewTicker(200 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -363,7 +366,7 @@ func (e *Emulator) Start(ctx context.Context) {
 			case <-stop:
 				return
 			case <-t.C:
-				if err := e.Step(ctx); err != nil && ctx.Err() == nil {
+				if err := e.StepWatched(ctx); err != nil && ctx.Err() == nil {
 					e.log.Warn("world step", "err", err)
 				}
 			}
@@ -373,7 +376,7 @@ func (e *Emulator) Start(ctx context.Context) {
 
 // Stop ends Start's loop and waits for it; the server keeps answering.
 // Benchmarks use it to measure the functions without the world's own work
-// (the emulated kubelets list every pod five times a second).
+// (the emulated kubelets' pod watch and steps five times a second).
 func (e *Emulator) Stop() {
 	e.mu.Lock()
 	stop := e.stopLoop

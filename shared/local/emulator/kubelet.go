@@ -14,8 +14,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/karpless/karpless/shared/core/catalog"
@@ -33,10 +37,56 @@ var notReadyTaint = corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.T
 
 // Step applies everything due at the clock's current time: instance state
 // transitions, message expiry, Node registration and readiness, Node
-// removal for terminated instances, and the fake kubelet's pod updates.
-// It is what Start runs in a loop; tests with a fake clock call it after
-// moving the clock.
-func (e *Emulator) Step(ctx context.Context) error {
+// removal for terminated instances, and the fake kubelet's pod updates,
+// on pods it lists then (so a test that calls it right after a change sees
+// the change acted on). Tests with a fake clock call it after moving the
+// clock.
+func (e *Emulator) Step(ctx context.Context) error { return e.step(ctx, false) }
+
+// StepWatched is Step with the fake kubelet reading the bound pods from its
+// watch's cache (WatchPods), as a real kubelet does, instead of listing
+// them: it is what Start runs five times a second, and what the soak runs
+// every turn. Until the watch has synced it lists.
+func (e *Emulator) StepWatched(ctx context.Context) error { return e.step(ctx, true) }
+
+// podWatch is the fake kubelet's informer on the pods bound to nodes.
+type podWatch struct {
+	lister corev1listers.PodLister
+	synced cache.InformerSynced
+}
+
+// WatchPods starts a watch of the pods bound to nodes for StepWatched, and
+// returns what stops it and waits for its goroutines. Start's loop runs
+// one. Without a connected cluster it does nothing.
+func (e *Emulator) WatchPods(ctx context.Context) (stop func()) {
+	e.mu.Lock()
+	kc := e.kube
+	e.mu.Unlock()
+	if kc == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	f := informers.NewSharedInformerFactoryWithOptions(kc.Core, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = "spec.nodeName!="
+	}))
+	pods := f.Core().V1().Pods()
+	w := &podWatch{lister: pods.Lister(), synced: pods.Informer().HasSynced}
+	f.Start(ctx.Done())
+	e.mu.Lock()
+	e.podWatch = w
+	e.mu.Unlock()
+	return func() {
+		e.mu.Lock()
+		if e.podWatch == w {
+			e.podWatch = nil
+		}
+		e.mu.Unlock()
+		cancel()
+		f.Shutdown()
+	}
+}
+
+func (e *Emulator) step(ctx context.Context, watched bool) error {
 	e.stepMu.Lock()
 	defer e.stepMu.Unlock()
 	e.mu.Lock()
@@ -108,7 +158,7 @@ func (e *Emulator) Step(ctx context.Context) error {
 		e.mu.Unlock()
 		e.log.Info("node removed", "node", g.node, "instance", g.id, "state", g.state)
 	}
-	if err := e.syncPods(ctx, kc, now, ours, goneNodes); err != nil {
+	if err := e.syncPods(ctx, kc, now, ours, goneNodes, watched); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -407,19 +457,21 @@ var windowsServer = map[string]struct{ build, osImage string }{
 // become Running; pods being deleted there are removed once their grace
 // period (capped) has passed on the clock; pods left on the nodes of
 // terminated instances are removed, as pod garbage collection would.
-func (e *Emulator) syncPods(ctx context.Context, kc *kube.Clients, now time.Time, ours map[string]*instance, gone map[string]bool) error {
+func (e *Emulator) syncPods(ctx context.Context, kc *kube.Clients, now time.Time, ours map[string]*instance, gone map[string]bool, watched bool) error {
 	if len(ours) == 0 && len(gone) == 0 {
 		return nil
 	}
-	pods, err := kc.Core.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName!="})
+	pods, cached, err := e.boundPods(ctx, kc, watched)
 	if err != nil {
-		return fmt.Errorf("listing bound pods: %w", err)
+		return err
 	}
 	var errs []error
 	seen := map[types.UID]bool{}
-	for k := range pods.Items {
-		pod := &pods.Items[k]
+	for _, pod := range pods {
 		client := kc.Core.CoreV1().Pods(pod.Namespace)
+		if cached && (gone[pod.Spec.NodeName] || ours[pod.Spec.NodeName] != nil) {
+			pod = pod.DeepCopy() // the cache's objects are shared
+		}
 		switch {
 		case gone[pod.Spec.NodeName]:
 			// kube-controller-manager's pod GC does this for a pod whose
@@ -463,6 +515,30 @@ func (e *Emulator) syncPods(ctx context.Context, kc *kube.Clients, now time.Time
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// boundPods are the pods bound to nodes: from the watch's cache when
+// watched and the watch has synced (cached), else listed now.
+func (e *Emulator) boundPods(ctx context.Context, kc *kube.Clients, watched bool) (pods []*corev1.Pod, cached bool, err error) {
+	if watched {
+		e.mu.Lock()
+		w := e.podWatch
+		e.mu.Unlock()
+		if w != nil && w.synced() {
+			if pods, err := w.lister.List(labels.Everything()); err == nil {
+				return pods, true, nil
+			}
+		}
+	}
+	l, err := kc.Core.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName!="})
+	if err != nil {
+		return nil, false, fmt.Errorf("listing bound pods: %w", err)
+	}
+	pods = make([]*corev1.Pod, len(l.Items))
+	for i := range l.Items {
+		pods[i] = &l.Items[i]
+	}
+	return pods, false, nil
 }
 
 // finishPod ends a pod as the kubelet does once its containers are

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,11 +22,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/local/emulator"
 	"github.com/karpless/karpless/shared/local/emulator/emulatortest"
 	"github.com/karpless/karpless/shared/local/kubetest"
@@ -249,11 +253,29 @@ func TestFleetNodesPods(t *testing.T) {
 
 // TestStartLoop runs the world loop on the real clock, as `karpless local
 // up` does, with short delays.
+// TestStartLoop runs the world on the real clock: an instance becomes a
+// Ready node, the fake kubelet runs a pod bound to it from its watch (no
+// pod LIST once the watch has synced), and the node goes with the
+// instance.
 func TestStartLoop(t *testing.T) {
 	k := kubetest.Need(t, env)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	e := emulatortest.New(t, k.Clients, nil, func(c *emulator.Config) {
+	var podLists atomic.Int64
+	counted := rest.CopyConfig(k.Clients.Config)
+	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTrip(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodGet && r.URL.Path == "/api/v1/pods" && r.URL.Query().Get("watch") != "true" {
+				podLists.Add(1)
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	kc, err := kube.NewClients(counted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := emulatortest.New(t, kc, nil, func(c *emulator.Config) {
 		c.PendingDelay, c.JoinDelay, c.ReadyDelay = 200*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond
 	})
 	e.Start(ctx)
@@ -284,6 +306,26 @@ func TestStartLoop(t *testing.T) {
 		return ready(n) && n.Labels["team"] == "blue" && n.Labels[wellknown.ArchLabel] == "arm64", nil
 	}); err != nil {
 		t.Fatalf("node never became ready: %v", err)
+	}
+	i, _ := e.Instance(id)
+	ns := k.Namespace(t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "bound", Namespace: ns},
+		Spec:       corev1.PodSpec{NodeName: i.NodeName, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}
+	if _, err := k.Clients.Core.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := k.Clients.Core.CoreV1().Pods(ns).Get(ctx, "bound", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning, nil
+	}); err != nil {
+		t.Fatalf("bound pod never ran: %v", err)
+	}
+	before := podLists.Load()
+	time.Sleep(2 * time.Second) // ten steps of the loop, with a node and a pod
+	if n := podLists.Load() - before; n != 0 {
+		t.Errorf("the loop listed pods %d times in 2 s with its watch synced", n)
 	}
 	// EC2 may not know the instance yet (Hostility.DescribeLagMax, on the
 	// real clock here): retry until it does, as a careful client would.
@@ -369,3 +411,7 @@ func finished(t *testing.T, core corev1client.CoreV1Interface, ns, name, reason 
 		t.Errorf("pod %s still there once its finalizer is gone: %v", name, err)
 	}
 }
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -86,8 +86,8 @@ vet:
 ## given, so they no longer start last and set the wall time alone. The two
 ## longest packages run as two processes each (each with its own control
 ## plane) beside the rest: the tests SHARDS names for the package, and the
-## others. The soak's CI seeds run once the other packages are done (the
-## shards may still be finishing): beside them its pacer slowed its clock
+## others. The soak's CI seeds start once the shards are done (the last
+## packages may still be finishing): beside them its pacer slowed its clock
 ## for the machine's load (529 s and 235 CPU-s inside the run, against 98 s
 ## and 90 CPU-s alone). The checks (vet, the
 ## generated-files check, cdk synth) run first, side by side: vet compiles
@@ -111,13 +111,15 @@ test: kube checks
 		n=$$((n+1)); \
 	done; \
 	skip+=("github.com/karpless/karpless/$(SOAK)"); \
-	$(GO) test $(TEST_FLAGS) -p $(TEST_PARALLEL) $(SLOW_TESTS) $$($(GO) list ./... | grep -vxF "$${skip[@]/#/-e}"); rc=$$?; \
-	$(GO) test $(TEST_FLAGS) ./$(SOAK) || rc=1; \
-	for pid in "$${pids[@]}"; do wait $$pid || rc=1; done; \
+	$(GO) test $(TEST_FLAGS) -p $(TEST_PARALLEL) $(SLOW_TESTS) $$($(GO) list ./... | grep -vxF "$${skip[@]/#/-e}") & main=$$!; \
+	rc=0; for pid in "$${pids[@]}"; do wait $$pid || rc=1; done; \
+	$(GO) test $(TEST_FLAGS) ./$(SOAK) > $$logs/soak 2>&1 & soak=$$!; \
+	wait $$main || rc=1; wait $$soak || rc=1; \
 	n=0; for shard in $(SHARDS); do \
 		echo "$${shard%%=*}, tests matching $${shard#*=}:"; cat $$logs/$$n.a; \
 		echo "$${shard%%=*}, the other tests:"; cat $$logs/$$n.b; n=$$((n+1)); \
 	done; \
+	echo "$(SOAK), the CI seeds and the rest:"; cat $$logs/soak; \
 	exit $$rc
 
 unit:

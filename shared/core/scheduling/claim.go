@@ -595,13 +595,7 @@ func (s *solver) zoneProbes(p *podState, out []zoneProbe) []zoneProbe {
 		case topoSpread:
 			out = append(out, zoneProbe{g: g, self: g.selects(p.cur), floor: spreadFloor(g, pod)})
 		case topoAffinity:
-			var has uint64
-			maskEach(g.registered&pod, func(d int) {
-				if g.count(int32(d)) > 0 {
-					has |= 1 << uint(d)
-				}
-			})
-			out = append(out, zoneProbe{g: g, has: has})
+			out = append(out, zoneProbe{g: g, has: g.populated(pod)})
 		}
 	}
 	return out

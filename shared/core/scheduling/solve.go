@@ -476,11 +476,13 @@ func (s *solver) place(p *podState) bool {
 		if !c.fitsSlack(p.req) || !p.hostOK(c.host) || !s.admits(p, c.t) {
 			continue
 		}
-		if !probed {
-			s.probes, probed = s.zoneProbes(p, s.probes), true
-		}
-		if !s.noProbes && !s.mayKeepPrice(c, p, s.probes) {
-			continue
+		if !s.noProbes {
+			if !probed {
+				s.probes, probed = s.zoneProbes(p, s.probes), true
+			}
+			if !s.mayKeepPrice(c, p, s.probes) {
+				continue
+			}
 		}
 		if s.evalClaim(c, p, &ev) && ev.price <= c.price {
 			s.commitClaim(c, p, &ev)

@@ -668,6 +668,18 @@ func podDomainMask(g *group, strict Requirements) uint64 {
 	return m
 }
 
+// populated are the domains of mask (within those registered) that hold
+// pods of the group.
+func (g *group) populated(mask uint64) uint64 {
+	var m uint64
+	maskEach(g.registered&mask, func(d int) {
+		if g.count(int32(d)) > 0 {
+			m |= 1 << uint(d)
+		}
+	})
+	return m
+}
+
 // spreadFloor is the base of a spread group's skew for a pod whose
 // requirements allow the domains in pod: their smallest count, or 0 while
 // fewer than minDomains are supported.
@@ -791,28 +803,14 @@ func (s *solver) evalGroup(g *group, p *podState, c placement) (uint64, bool) {
 		}
 		return 1 << uint(best), true
 	case topoAffinity:
-		var opts uint64
-		maskEach(g.registered&pod&node, func(d int) {
-			if g.count(int32(d)) > 0 {
-				opts |= 1 << uint(d)
-			}
-		})
-		if opts != 0 {
+		if opts := g.populated(pod & node); opts != 0 {
 			return opts, true
 		}
 		if !self {
 			return 0, false
 		}
-		if g.nonEmpty > 0 {
-			anyCompatible := false
-			maskEach(g.registered&pod, func(d int) {
-				if g.count(int32(d)) > 0 {
-					anyCompatible = true
-				}
-			})
-			if anyCompatible {
-				return 0, false
-			}
+		if g.nonEmpty > 0 && g.populated(pod) != 0 {
+			return 0, false
 		}
 		best := -1
 		maskEach(g.registered&pod&node, func(d int) {

@@ -186,10 +186,14 @@ type hostility struct {
 	Hostility
 	rng    *rand.Rand
 	events map[string]int
-	// burst is how many more calls of a service a throttling burst fails,
-	// until burstUntil.
-	burst      map[string]int
-	burstUntil map[string]time.Time
+	// burst is the throttling burst under way per service.
+	burst map[string]throttleBurst
+}
+
+// throttleBurst fails the next left calls of a service made before until.
+type throttleBurst struct {
+	left  int
+	until time.Time
 }
 
 // ThrottleBurstWindow is how long of the clock a throttling burst lasts at
@@ -201,11 +205,10 @@ const ThrottleBurstWindow = time.Second
 // change generated ids.
 func newHostility(h Hostility, seed uint64) *hostility {
 	return &hostility{
-		Hostility:  h,
-		rng:        rand.New(rand.NewPCG(seed, seed^0x686f7374696c6521)), // "hostile!"
-		events:     map[string]int{},
-		burst:      map[string]int{},
-		burstUntil: map[string]time.Time{},
+		Hostility: h,
+		rng:       rand.New(rand.NewPCG(seed, seed^0x686f7374696c6521)), // "hostile!"
+		events:    map[string]int{},
+		burst:     map[string]throttleBurst{},
 	}
 }
 
@@ -269,12 +272,11 @@ func (e *Emulator) callHostility(service, action string) requestFaults {
 	if hostileServices[service] {
 		now := e.now()
 		switch {
-		case h.burst[service] > 0 && now.Before(h.burstUntil[service]):
-			h.burst[service]--
+		case h.burst[service].left > 0 && now.Before(h.burst[service].until):
+			h.burst[service] = throttleBurst{h.burst[service].left - 1, h.burst[service].until}
 			out.err = throttleError(service)
 		case h.chance(h.ThrottleRate):
-			h.burst[service] = h.rng.IntN(4) // this call plus 0..3 more
-			h.burstUntil[service] = now.Add(ThrottleBurstWindow)
+			h.burst[service] = throttleBurst{h.rng.IntN(4), now.Add(ThrottleBurstWindow)} // this call plus 0..3 more
 			out.err = throttleError(service)
 		case h.chance(h.ServerErrorRate):
 			out.err = serverError(service)

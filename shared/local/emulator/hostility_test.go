@@ -809,7 +809,7 @@ func TestHostileThrottles(t *testing.T) {
 		wantCode(t, calls["ec2"](), "RequestLimitExceeded")
 		e.SetHostility(NoHostility())
 		e.mu.Lock()
-		left := e.hostile.burst["ec2"]
+		left := e.hostile.burst["ec2"].left
 		e.mu.Unlock()
 		if left == 0 {
 			continue // a burst of one call: draw again

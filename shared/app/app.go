@@ -21,6 +21,7 @@ import (
 	"github.com/karpless/karpless/shared/aws/launchtemplate"
 	"github.com/karpless/karpless/shared/aws/nodeclass"
 	"github.com/karpless/karpless/shared/aws/pricing"
+	"github.com/karpless/karpless/shared/aws/unavailable"
 	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/function/config"
@@ -28,6 +29,7 @@ import (
 	"github.com/karpless/karpless/shared/function/shadow"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/kube/eksauth"
+	"github.com/karpless/karpless/shared/ticks/disrupt"
 	"github.com/karpless/karpless/shared/ticks/provision"
 )
 
@@ -96,13 +98,26 @@ func connect(ctx context.Context, lookup func(string) (string, bool)) (*Env, err
 		return nil, fmt.Errorf("connecting to cluster %s: %w", cfg.ClusterName, err)
 	}
 	if cfg.Shadow() {
-		rest.Wrap(shadow.Kube(cfg.Namespace))
+		rest.Wrap(shadow.Kube(cfg.Namespace, ShadowOwn()))
 	}
 	kc, err := kube.NewClients(rest)
 	if err != nil {
 		return nil, err
 	}
 	return &Env{Config: cfg, AWS: aws, Cluster: cluster, Kube: kc, Log: log, Clock: clock.RealClock{}, Out: os.Stdout}, nil
+}
+
+// ShadowOwn names the Leases and ConfigMaps the functions write in shadow
+// mode: the ticks' leases, the state ConfigMaps and the decision stores
+// of the functions that record decisions.
+func ShadowOwn() shadow.Own {
+	return shadow.Own{
+		Leases: []string{provision.LeaseName, disrupt.LeaseName},
+		ConfigMaps: []string{
+			unavailable.ConfigMapName, pricing.ConfigMapName, disrupt.StateConfigMap,
+			shadow.StoreName(functions.Provisioner), shadow.StoreName(functions.Disruption),
+		},
+	}
 }
 
 // NewPrices is the price source of this environment's region.

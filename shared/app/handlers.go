@@ -37,7 +37,7 @@ func (e *Env) Interruption() *interrupt.Handler {
 			Kube: e.Kube, Instances: instance.NewProvider(e.AWS.EC2, e.Config.ClusterName),
 			Clock: e.Clock, Log: e.Log, Events: events, Metrics: metrics,
 		}},
-		Namespace: e.Config.Namespace, UnavailableTTL: e.Config.UnavailableOfferingsTTL, LeaseWait: timing.LeaseWait,
+		Namespace: e.Config.Namespace, UnavailableTTL: e.Config.UnavailableOfferingsTTL, LeaseWait: timing.LeaseWait(e.Config.LeaseDuration),
 		Queue: e.AWS.SQS, QueueURL: e.Config.InterruptionQueueURL,
 	}
 }

@@ -32,13 +32,13 @@ const (
 
 // The provisioning lease and its watch window.
 const (
-	// LeaseRenewEvery is how often a watching tick renews its lease, a
-	// third of DefaultLeaseDuration, so a slow renewal never loses it.
-	LeaseRenewEvery = 10 * time.Second
-	// LeaseWait is how long an interruption batch waits for the
-	// provisioning lease; the provisioner hands over at its next renewal
-	// (every LeaseRenewEvery), so a batch usually gets it sooner.
-	LeaseWait = 12 * time.Second
+	// leaseRenewFraction: a holder renews its lease after a third of its
+	// duration, so two renewals can fail or run slow before it lapses.
+	leaseRenewFraction = 3
+	// leaseHandoverSlack is what an interruption batch waits beyond the
+	// provisioner's renewal interval: the renewal that notices the
+	// hand-over request, then its release, each one API call.
+	leaseHandoverSlack = 2 * time.Second
 	// LeaseAcquirePoll is how often a waiting invocation asks again.
 	LeaseAcquirePoll = 200 * time.Millisecond
 	// LifecycleEvery is how often the watch window advances in-flight
@@ -49,6 +49,25 @@ const (
 	// context may end.
 	FlushTimeout = 3 * time.Second
 )
+
+// LeaseRenewEvery is how often a holder of a lease of duration d renews
+// it (and a watching tick looks for a hand-over request): a third of d.
+// It is derived, never set on its own: a renewal interval longer than the
+// duration (LEASE_DURATION=5s renewed every 10 s) would let a long pass
+// act after its lease lapsed and another invocation took it. A d of zero
+// or less is read as DefaultLeaseDuration.
+func LeaseRenewEvery(d time.Duration) time.Duration {
+	if d <= 0 {
+		d = DefaultLeaseDuration
+	}
+	return d / leaseRenewFraction
+}
+
+// LeaseWait is how long an interruption batch waits for the provisioning
+// lease of duration d: the provisioner notices the hand-over request at
+// its next renewal (LeaseRenewEvery) and releases, so a batch usually
+// gets the lease sooner.
+func LeaseWait(d time.Duration) time.Duration { return LeaseRenewEvery(d) + leaseHandoverSlack }
 
 // EC2's eventual consistency: how long a missing answer is waited out.
 const (

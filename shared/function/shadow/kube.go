@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,28 +22,49 @@ import (
 var ErrRefused = errors.New("shadow mode: refused")
 
 // NamePrefix starts the name of every Lease and ConfigMap Karpless owns
-// (karpless-provisioning, karpless-pricing, ...): the only ones shadow mode
-// writes.
+// (karpless-provisioning, karpless-pricing, ...).
 const NamePrefix = "karpless-"
+
+// Own names the objects shadow mode may write in Karpless's namespace:
+// its own Leases and state ConfigMaps, by exact name. Anything else
+// there, whatever its name starts with (the pause switch, which only
+// people set, or another tool's karpless-something), is refused.
+type Own struct {
+	Leases     []string
+	ConfigMaps []string
+}
+
+func (o Own) has(resource, name string) bool {
+	switch resource {
+	case "leases":
+		return slices.Contains(o.Leases, name)
+	case "configmaps":
+		return name != pause.ConfigMapName && slices.Contains(o.ConfigMaps, name)
+	}
+	return false
+}
 
 // Kube wraps a Kubernetes transport (rest.Config.Wrap) so that in shadow
 // mode only these writes leave the process: Events (any namespace; the
-// decision records are Events too), and in Karpless's namespace its own
-// Leases and state ConfigMaps (names starting karpless-, but not the pause
-// switch, which only people set). Reads pass. Every other write (a node,
-// a pod or its eviction, a NodeClaim, NodePool, EC2NodeClass, NodeOverlay
-// or CapacityBuffer and their status, anyone else's Lease or ConfigMap) is
-// refused with ErrRefused. The ticks skip those writes themselves in
-// shadow mode; this is the net under them.
-func Kube(namespace string) func(http.RoundTripper) http.RoundTripper {
+// decision records are Events too), and in Karpless's namespace the
+// Leases and ConfigMaps own names, one object at a time. Reads pass,
+// except those that act (exec, attach, port-forward, and the node,
+// service and pod proxies). Every other write (a node, a pod or its
+// eviction, a NodeClaim, NodePool, EC2NodeClass, NodeOverlay or
+// CapacityBuffer and their status, anyone else's Lease or ConfigMap, a
+// DELETE of a whole collection) is refused with ErrRefused. The ticks skip
+// those writes themselves in shadow mode; this is the net under them, and
+// the controllers' RBAC the net under this.
+func Kube(namespace string, own Own) func(http.RoundTripper) http.RoundTripper {
 	return func(next http.RoundTripper) http.RoundTripper {
-		return kubeTransport{next: next, namespace: namespace}
+		return kubeTransport{next: next, namespace: namespace, own: own}
 	}
 }
 
 type kubeTransport struct {
 	next      http.RoundTripper
 	namespace string
+	own       Own
 }
 
 // decoder reads a request body (protobuf or JSON) to learn the name of an
@@ -50,11 +72,14 @@ type kubeTransport struct {
 var decoder = serializer.NewCodecFactory(kube.Scheme()).UniversalDeserializer()
 
 func (t kubeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	p := parsePath(r.URL.Path)
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		if why := acts(p); why != "" {
+			return nil, t.refused(r, why)
+		}
 		return t.next.RoundTrip(r)
 	}
-	p := parsePath(r.URL.Path)
 	if why := t.refuse(r.Method, p); why != "" {
 		return nil, t.refused(r, why)
 	}
@@ -80,8 +105,8 @@ func (t kubeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			}
 		}
 	}
-	if !ownName(p.resource, name) {
-		return nil, fmt.Errorf("%w: %s %s named %q (shadow mode creates only its own karpless- leases and configmaps)", ErrRefused, r.Method, r.URL.Path, name)
+	if !t.own.has(p.resource, name) {
+		return nil, fmt.Errorf("%w: %s %s named %q (shadow mode creates only its own leases and configmaps)", ErrRefused, r.Method, r.URL.Path, name)
 	}
 	c := r.Clone(r.Context())
 	c.Body = io.NopCloser(bytes.NewReader(body))
@@ -94,8 +119,11 @@ func (t kubeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func (t kubeTransport) refuse(method string, p apiPath) string {
 	switch {
 	case p.resource == "events" && (p.group == "" || p.group == "events.k8s.io") && p.subresource == "":
-		if method == http.MethodDelete {
+		switch {
+		case method == http.MethodDelete:
 			return "shadow mode does not delete events"
+		case p.name == "" && method != http.MethodPost:
+			return "a whole collection"
 		}
 		return ""
 	case p.resource == "leases" && p.group == "coordination.k8s.io", p.resource == "configmaps" && p.group == "":
@@ -104,7 +132,9 @@ func (t kubeTransport) refuse(method string, p apiPath) string {
 			return "a subresource"
 		case p.namespace != t.namespace:
 			return "outside Karpless's namespace " + t.namespace
-		case p.name != "" && !ownName(p.resource, p.name):
+		case p.name == "" && method != http.MethodPost:
+			return "a whole collection"
+		case p.name != "" && !t.own.has(p.resource, p.name):
 			return "not one of Karpless's own"
 		}
 		return ""
@@ -112,13 +142,19 @@ func (t kubeTransport) refuse(method string, p apiPath) string {
 	return "shadow mode writes only its own leases, its state configmaps and events"
 }
 
-// ownName: the Lease or ConfigMap is Karpless's own and writable in shadow
-// mode.
-func ownName(resource, name string) bool {
-	if resource == "configmaps" && name == pause.ConfigMapName {
-		return false
+// acts says why a read of p is refused ("" when it only reads): a GET
+// that opens a shell in a container, attaches to it, forwards a port, or
+// reaches a node's kubelet, a service or a pod through the API server's
+// proxy is an action, whatever its verb. Only an object, its collection
+// and its status are read.
+func acts(p apiPath) string {
+	switch {
+	case p.resource == "proxy":
+		return "the API server's proxy acts, whatever the verb"
+	case p.subresource == "" || p.subresource == "status":
+		return ""
 	}
-	return strings.HasPrefix(name, NamePrefix)
+	return "subresource " + p.subresource + " acts, whatever the verb"
 }
 
 func (t kubeTransport) refused(r *http.Request, why string) error {

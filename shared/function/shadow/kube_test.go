@@ -24,6 +24,13 @@ import (
 
 const ns = "kube-system"
 
+// own is what the functions own (app.ShadowOwn, which a test in app
+// checks).
+var own = Own{
+	Leases:     []string{"karpless-provisioning", "karpless-disruption"},
+	ConfigMaps: []string{"karpless-unavailable-offerings", "karpless-pricing", "karpless-disruption", "karpless-shadow-provisioner", "karpless-shadow-disruption"},
+}
+
 // recorder is the next transport: it answers 200 and remembers what
 // reached it.
 type recorder struct {
@@ -65,6 +72,8 @@ func TestKubeRefusesEveryOtherWrite(t *testing.T) {
 		"/api/v1/namespaces/kube-system/configmaps/aws-auth",
 		"/api/v1/namespaces/web/configmaps/karpless-pricing",
 		"/api/v1/namespaces/kube-system/configmaps/karpless-pricing/status",
+		"/api/v1/namespaces/kube-system/configmaps/karpless-anything", "/api/v1/namespaces/kube-system/configmaps/karpless-shadow-other",
+		"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/karpless-someone-else",
 		"/apis/apps/v1/namespaces/web/deployments/web", "/api/v1/namespaces/kube-system", "/api/v1/namespaces",
 		"/apis/rbac.authorization.k8s.io/v1/clusterroles/karpless", "/version", "/",
 	}
@@ -77,7 +86,7 @@ func TestKubeRefusesEveryOtherWrite(t *testing.T) {
 	}
 	rt := func() (http.RoundTripper, *recorder) {
 		next := &recorder{}
-		return Kube(ns)(next), next
+		return Kube(ns, own)(next), next
 	}
 	for _, m := range writes {
 		for _, p := range refused {
@@ -91,6 +100,9 @@ func TestKubeRefusesEveryOtherWrite(t *testing.T) {
 			if m == http.MethodDelete && strings.Contains(p, "/events") {
 				continue // below
 			}
+			if m != http.MethodPost && strings.HasSuffix(p, "/events") {
+				continue // a collection is only created into: below
+			}
 			tr, next := rt()
 			if _, err := tr.RoundTrip(httptest.NewRequest(m, p, strings.NewReader("{}"))); err != nil || len(next.seen) != 1 {
 				t.Errorf("%s %s: error %v, reached the server %v", m, p, err, next.seen)
@@ -103,8 +115,39 @@ func TestKubeRefusesEveryOtherWrite(t *testing.T) {
 			t.Errorf("DELETE %s: %v", p, err)
 		}
 	}
+	// A whole collection: a DELETE (deletecollection), PUT or PATCH
+	// without a name, even of the kinds shadow mode writes one by one.
+	for _, m := range []string{http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		for _, p := range []string{
+			"/api/v1/namespaces/kube-system/configmaps", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases",
+			"/api/v1/namespaces/default/events", "/apis/events.k8s.io/v1/namespaces/default/events",
+		} {
+			tr, next := rt()
+			if _, err := tr.RoundTrip(httptest.NewRequest(m, p+"?labelSelector=x", nil)); !errors.Is(err, ErrRefused) || len(next.seen) > 0 {
+				t.Errorf("%s %s: error %v, reached the server %v", m, p, err, next.seen)
+			}
+		}
+	}
+	// Reads that act: exec, attach, port-forward, the proxies.
 	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodOptions} {
-		for _, p := range append(refused, allowed...) {
+		for _, p := range []string{
+			"/api/v1/namespaces/web/pods/web-1/exec", "/api/v1/namespaces/web/pods/web-1/attach",
+			"/api/v1/namespaces/web/pods/web-1/portforward", "/api/v1/namespaces/web/pods/web-1/proxy/admin",
+			"/api/v1/namespaces/web/pods/web-1/log", "/api/v1/nodes/ip-10-0-1-1/proxy/configz",
+			"/api/v1/nodes/ip-10-0-1-1:10250/proxy/run/kube-system/p/c", "/api/v1/namespaces/web/services/web:80/proxy/delete-all",
+			"/api/v1/proxy/nodes/ip-10-0-1-1/pods", "/api/v1/namespaces/web/pods/web-1/eviction",
+		} {
+			tr, next := rt()
+			if _, err := tr.RoundTrip(httptest.NewRequest(m, p+"?command=rm", nil)); !errors.Is(err, ErrRefused) || len(next.seen) > 0 {
+				t.Errorf("%s %s: error %v, reached the server %v", m, p, err, next.seen)
+			}
+		}
+	}
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodOptions} {
+		for _, p := range append(append(refused, allowed...), "/api/v1/pods?watch=true", "/apis", "/api/v1/namespaces/web/pods/web-1/status", "/openapi/v3") {
+			if strings.HasSuffix(p, "/eviction") || strings.HasSuffix(p, "/binding") {
+				continue // subresources that only act: refused above
+			}
 			tr, next := rt()
 			if _, err := tr.RoundTrip(httptest.NewRequest(m, p, nil)); err != nil || len(next.seen) != 1 {
 				t.Errorf("%s %s: error %v", m, p, err)
@@ -125,7 +168,7 @@ func TestKubeThroughTheClients(t *testing.T) {
 		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Success"}`))
 	}))
 	defer srv.Close()
-	c, err := kube.NewClients(&rest.Config{Host: srv.URL, WrapTransport: Kube(ns)})
+	c, err := kube.NewClients(&rest.Config{Host: srv.URL, WrapTransport: Kube(ns, own)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,7 +124,7 @@ func (s Skeleton) keepAlive(ctx context.Context, l *lease.Lease) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := s.Clock.NewTicker(timing.LeaseRenewEvery)
+		t := s.Clock.NewTicker(timing.LeaseRenewEvery(s.Duration))
 		defer t.Stop()
 		for {
 			select {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/kube/lease"
 	"github.com/karpless/karpless/shared/kube/pause"
@@ -168,5 +169,54 @@ func TestCheckpoint(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"summary":{"passes":1}`) || !strings.Contains(logs.String(), `"summary":{"passes":2}`) {
 		t.Errorf("summaries so far not logged: %s", logs.String())
+	}
+}
+
+// TestLeaseNeverLapsesDuringLongWork runs work that outlasts its lease
+// several times over, for lease durations down to the 5 s the
+// configuration allows: the skeleton renews the lease at every interval
+// derived from its duration, so a rival never takes it. A fixed 10 s
+// interval let a 5 s lease lapse under a long pass.
+func TestLeaseNeverLapsesDuringLongWork(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, d := range []time.Duration{5 * time.Second, 7 * time.Second, 30 * time.Second, 2 * time.Minute} {
+		t.Run(d.String(), func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(now)
+			cs := fake.NewClientset()
+			ctx := context.Background()
+			sk := Skeleton{
+				Leases: cs.CoordinationV1(), Namespace: "ns", Lease: "concern", Holder: "me", Duration: d,
+				Clock: clk, Log: slog.New(slog.DiscardHandler),
+			}
+			rival := lease.New(cs.CoordinationV1(), "ns", "concern", "rival", d, clk)
+			// waitFor polls cond, which the skeleton's renewal goroutine
+			// makes true; the clock stands still meanwhile.
+			waitFor := func(what string, cond func() bool) {
+				t.Helper()
+				for start := time.Now(); !cond(); time.Sleep(time.Millisecond) {
+					if time.Since(start) > 30*time.Second {
+						t.Fatalf("%s at %s into the work", what, clk.Since(now))
+					}
+				}
+			}
+			held, err := sk.Run(ctx, func(ctx context.Context, l *lease.Lease) error {
+				waitFor("the renewal ticker was never started", clk.HasWaiters)
+				step := timing.LeaseRenewEvery(d)
+				for clk.Since(now) < 4*d {
+					clk.Step(step)
+					waitFor("the lease was not renewed when due", func() bool {
+						got, err := cs.CoordinationV1().Leases("ns").Get(ctx, "concern", metav1.GetOptions{})
+						return err == nil && got.Spec.RenewTime.Time.Equal(clk.Now())
+					})
+					if ok, err := rival.TryAcquire(ctx); ok || err != nil {
+						t.Fatalf("%s into the work a rival took the lease (err %v)", clk.Since(now), err)
+					}
+				}
+				return l.Hold(ctx)
+			})
+			if !held || err != nil {
+				t.Fatalf("held %v, err %v", held, err)
+			}
+		})
 	}
 }

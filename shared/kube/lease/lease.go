@@ -15,6 +15,8 @@ import (
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
+
+	"github.com/karpless/karpless/shared/core/timing"
 )
 
 // HandoverAnnotation asks the holder to release the lease at its next safe
@@ -198,7 +200,8 @@ func (l *Lease) Release(ctx context.Context) error {
 
 // Hold makes sure the lease is still ours before an action that only the
 // holder may take (a NodeClaim created, an instance launched): it renews
-// the lease when a third of its duration has passed since the last renewal,
+// the lease when a third of its duration (timing.LeaseRenewEvery) has
+// passed since the last renewal,
 // so a long pass never outlives it, and returns ErrLost when another
 // invocation holds it now.
 func (l *Lease) Hold(ctx context.Context) error {
@@ -207,7 +210,7 @@ func (l *Lease) Hold(ctx context.Context) error {
 	if l.current == nil {
 		return ErrLost
 	}
-	if rt := l.current.Spec.RenewTime; rt != nil && l.clock.Since(rt.Time) < l.duration/3 {
+	if rt := l.current.Spec.RenewTime; rt != nil && l.clock.Since(rt.Time) < timing.LeaseRenewEvery(l.duration) {
 		return nil
 	}
 	_, err := l.renew(ctx)

@@ -101,7 +101,7 @@ func NewEnv(emu *emulator.Emulator, kc *kube.Clients, o Options) (*app.Env, erro
 		// never do.
 		shadow.GuardAWS(&awsCfg)
 		rc := rest.CopyConfig(kc.Config)
-		rc.Wrap(shadow.Kube(cfg.Namespace))
+		rc.Wrap(shadow.Kube(cfg.Namespace, app.ShadowOwn()))
 		if kc, err = kube.NewClients(rc); err != nil {
 			return nil, err
 		}

@@ -226,7 +226,7 @@ func TestShadowBesideKarpenter(t *testing.T) {
 	// 5. The report, as `karpless shadow report --since 1h --logs FILE`
 	// reads it: read-only clients, the log lines as a file.
 	ro := rest.CopyConfig(w.E.Cluster.RESTConfig)
-	ro.Wrap(shadow.Kube("nowhere")) // nothing to write: every write refused
+	ro.Wrap(shadow.Kube("nowhere", shadow.Own{})) // nothing to write: every write refused
 	roc, err := kube.NewClients(ro)
 	if err != nil {
 		t.Fatal(err)

@@ -144,7 +144,7 @@ func (p *Provisioner) watch(ctx context.Context, l *lease.Lease, inv *invocation
 		return fmt.Errorf("watching pending pods: %w", err)
 	}
 	defer w.Stop()
-	renew := p.Clock.NewTicker(timing.LeaseRenewEvery)
+	renew := p.Clock.NewTicker(timing.LeaseRenewEvery(p.Config.LeaseDuration))
 	defer renew.Stop()
 	advance := p.Clock.NewTicker(timing.LifecycleEvery)
 	defer advance.Stop()

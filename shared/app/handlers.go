@@ -31,6 +31,7 @@ func (e *Env) Interruption() *interrupt.Handler {
 	events := record.NewRecorder(e.Kube.Core.CoreV1(), e.Clock, e.Log)
 	p := e.Provisioner()
 	p.Metrics, p.Events = metrics, events
+	account, queueARN := e.Config.InterruptionQueue()
 	return &interrupt.Handler{
 		Kube: e.Kube, Provisioner: p, Clock: e.Clock, Log: e.Log, Events: events, Metrics: metrics,
 		Drainer: drainer{e: e, t: &termination.Terminator{
@@ -38,7 +39,7 @@ func (e *Env) Interruption() *interrupt.Handler {
 			Clock: e.Clock, Log: e.Log, Events: events, Metrics: metrics,
 		}},
 		Namespace: e.Config.Namespace, UnavailableTTL: e.Config.UnavailableOfferingsTTL, LeaseWait: timing.LeaseWait(e.Config.LeaseDuration),
-		Queue: e.AWS.SQS, QueueURL: e.Config.InterruptionQueueURL,
+		Queue: e.AWS.SQS, QueueURL: e.Config.InterruptionQueueURL, QueueARN: queueARN, Account: account, Region: e.Config.Region,
 	}
 }
 
@@ -57,7 +58,7 @@ func (e *Env) InterruptionHandler() func(context.Context, lambdaevents.SQSEvent)
 			e.Log.Warn("interruption batch had failures", "failed", len(res.Response.BatchItemFailures), "error", err)
 		}
 		tick.Flush(ctx, h.Events, h.Metrics, e.Out, e.Clock, e.Log)
-		e.Log.Info("interruption batch done", "messages", len(batch.Records), "acted", res.Acted, "dropped", res.Dropped, "replaced", res.Replaced, "failed", len(res.Response.BatchItemFailures))
+		e.Log.Info("interruption batch done", "messages", len(batch.Records), "acted", res.Acted, "dropped", res.Dropped, "refused", res.Refused, "replaced", res.Replaced, "failed", len(res.Response.BatchItemFailures))
 		return res.Response, nil
 	}
 }

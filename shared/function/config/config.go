@@ -5,7 +5,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,6 +80,29 @@ type Config struct {
 	// every write to nodes, pods and Karpenter's objects is skipped, and
 	// refused by the clients' transports should a path miss the skip.
 	Mode string
+
+	// The bootstrap function's settings. The stack writes them into its
+	// environment on every deploy; the CloudFormation event that starts
+	// it carries only hashes, so nobody who can invoke the function can
+	// choose what it installs or removes.
+	//
+	// StackID is STACK_ID, the ARN of the stack the function belongs
+	// to: only that stack's requests are answered, and a Delete is acted
+	// on only while CloudFormation shows that stack being deleted.
+	StackID string
+	// NodeRoleName is NODE_ROLE_NAME, the default EC2NodeClass's role.
+	NodeRoleName string
+	// InstallDefaultNodePool is INSTALL_DEFAULT_NODEPOOL.
+	InstallDefaultNodePool bool
+	// RemoveUserObjectsOnDelete is REMOVE_USER_OBJECTS_ON_DELETE: the
+	// stack's deletion also deletes every NodePool, NodeClaim and
+	// EC2NodeClass, and the CRDs Karpless created.
+	RemoveUserObjectsOnDelete bool
+	// Paused is PAUSED: every deploy turns the pause switch on.
+	Paused bool
+	// ControllersGroup is CONTROLLERS_GROUP, the Kubernetes group the
+	// controllers' access entries map to.
+	ControllersGroup string
 }
 
 // DefaultNamespace holds the functions' state (leases, ConfigMaps) and
@@ -135,6 +160,9 @@ func FromLookup(lookup func(string) (string, bool)) (Config, error) {
 		Namespace:            firstNonEmpty(get("KARPLESS_NAMESPACE"), DefaultNamespace),
 		InterruptionQueueURL: get("INTERRUPTION_QUEUE_URL"),
 		LogLevel:             firstNonEmpty(get("LOG_LEVEL"), "info"),
+		StackID:              get("STACK_ID"),
+		NodeRoleName:         get("NODE_ROLE_NAME"),
+		ControllersGroup:     get("CONTROLLERS_GROUP"),
 	}
 	var errs []error
 	dur := func(key string, def time.Duration, dst *time.Duration) {
@@ -166,6 +194,9 @@ func FromLookup(lookup func(string) (string, bool)) (Config, error) {
 	}
 	boolean("SPOT_TO_SPOT_CONSOLIDATION", &c.SpotToSpotConsolidation)
 	boolean("NODE_REPAIR", &c.NodeRepair)
+	boolean("INSTALL_DEFAULT_NODEPOOL", &c.InstallDefaultNodePool)
+	boolean("REMOVE_USER_OBJECTS_ON_DELETE", &c.RemoveUserObjectsOnDelete)
+	boolean("PAUSED", &c.Paused)
 	c.MinValuesPolicy = firstNonEmpty(get("MIN_VALUES_POLICY"), MinValuesStrict)
 	if c.MinValuesPolicy != MinValuesStrict && c.MinValuesPolicy != MinValuesBestEffort {
 		errs = append(errs, fmt.Errorf("MIN_VALUES_POLICY=%q is not %s or %s", c.MinValuesPolicy, MinValuesStrict, MinValuesBestEffort))
@@ -210,6 +241,11 @@ func (c Config) Validate() error {
 	if c.ClusterEndpoint != "" && !strings.HasPrefix(c.ClusterEndpoint, "https://") {
 		errs = append(errs, fmt.Errorf("CLUSTER_ENDPOINT=%q must be an https:// URL", c.ClusterEndpoint))
 	}
+	if c.InterruptionQueueURL != "" {
+		if _, arn := c.InterruptionQueue(); arn == "" {
+			errs = append(errs, fmt.Errorf("INTERRUPTION_QUEUE_URL=%q is not an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)", c.InterruptionQueueURL))
+		}
+	}
 	if c.BatchIdle > c.BatchMax {
 		errs = append(errs, fmt.Errorf("BATCH_IDLE_DURATION (%s) must not exceed BATCH_MAX_DURATION (%s)", c.BatchIdle, c.BatchMax))
 	}
@@ -217,6 +253,56 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("LEASE_DURATION (%s) must be at least 5s", c.LeaseDuration))
 	}
 	return errors.Join(errs...)
+}
+
+// queuePath is the path of an SQS queue URL: /<account>/<name>.
+var queuePath = regexp.MustCompile(`^/([0-9]{12})/([A-Za-z0-9_-]{1,80}(\.fifo)?)$`)
+
+// InterruptionQueue is the account and ARN of INTERRUPTION_QUEUE_URL's
+// queue: the account and name are the URL's path, the partition and
+// region the function's own (the queue is the stack's, in the cluster's
+// account and region). Empty when the URL is unset or not a queue URL
+// (Validate reports that).
+func (c Config) InterruptionQueue() (account, arn string) {
+	u, err := url.Parse(c.InterruptionQueueURL)
+	if err != nil {
+		return "", ""
+	}
+	m := queuePath.FindStringSubmatch(u.Path)
+	if m == nil {
+		return "", ""
+	}
+	return m[1], fmt.Sprintf("arn:%s:sqs:%s:%s:%s", Partition(c.Region), c.Region, m[1], m[2])
+}
+
+// Partition is the AWS partition of a region.
+func Partition(region string) string {
+	switch {
+	case strings.HasPrefix(region, "cn-"):
+		return "aws-cn"
+	case strings.HasPrefix(region, "us-gov-"):
+		return "aws-us-gov"
+	}
+	return "aws"
+}
+
+// stackARN is a CloudFormation stack's ID: its ARN, with the stack's
+// name and the UUID CloudFormation gave it.
+var stackARN = regexp.MustCompile(`^arn:aws[a-z-]*:cloudformation:([a-z0-9-]+):[0-9]{12}:stack/[A-Za-z][A-Za-z0-9-]{0,127}/[0-9a-f-]{36}$`)
+
+// ValidateBootstrap reports what the bootstrap function needs beyond
+// Validate: the ID of its own stack, in its region.
+func (c Config) ValidateBootstrap() error {
+	m := stackARN.FindStringSubmatch(c.StackID)
+	switch {
+	case c.StackID == "":
+		return errors.New("STACK_ID is required (the ARN of the stack the bootstrap belongs to)")
+	case m == nil:
+		return fmt.Errorf("STACK_ID=%q is not a CloudFormation stack ARN", c.StackID)
+	case m[1] != c.Region:
+		return fmt.Errorf("STACK_ID=%q is a stack of region %s, not of AWS_REGION %s", c.StackID, m[1], c.Region)
+	}
+	return nil
 }
 
 func firstNonEmpty(vs ...string) string {

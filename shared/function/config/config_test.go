@@ -123,3 +123,46 @@ func TestMode(t *testing.T) {
 		}
 	}
 }
+
+// The queue's account and ARN come from its URL and the function's
+// region; a URL that is not a queue's is refused by Validate.
+func TestInterruptionQueue(t *testing.T) {
+	for _, tc := range []struct{ url, region, account, arn string }{
+		{"https://sqs.us-west-2.amazonaws.com/123456789012/demo", "us-west-2", "123456789012", "arn:aws:sqs:us-west-2:123456789012:demo"},
+		{"https://sqs.cn-north-1.amazonaws.com.cn/123456789012/demo", "cn-north-1", "123456789012", "arn:aws-cn:sqs:cn-north-1:123456789012:demo"},
+		{"https://sqs.us-gov-west-1.amazonaws.com/123456789012/q_1-x", "us-gov-west-1", "123456789012", "arn:aws-us-gov:sqs:us-gov-west-1:123456789012:q_1-x"},
+		{"http://127.0.0.1:4566/123456789012/demo", "us-west-2", "123456789012", "arn:aws:sqs:us-west-2:123456789012:demo"},
+		{"https://sqs.us-west-2.amazonaws.com/demo", "us-west-2", "", ""},
+		{"https://sqs.us-west-2.amazonaws.com/12345/demo", "us-west-2", "", ""},
+		{"", "us-west-2", "", ""},
+	} {
+		c := Config{InterruptionQueueURL: tc.url, Region: tc.region}
+		account, arn := c.InterruptionQueue()
+		if account != tc.account || arn != tc.arn {
+			t.Errorf("%q: %q %q, want %q %q", tc.url, account, arn, tc.account, tc.arn)
+		}
+		c.ClusterName, c.BatchMax, c.LeaseDuration = "demo", time.Second, 30*time.Second
+		err := c.Validate()
+		if bad := tc.url != "" && tc.arn == ""; bad != (err != nil && strings.Contains(err.Error(), "INTERRUPTION_QUEUE_URL")) {
+			t.Errorf("%q: Validate = %v", tc.url, err)
+		}
+	}
+}
+
+// The bootstrap needs its own stack's ID, of its own region.
+func TestValidateBootstrap(t *testing.T) {
+	const id = "arn:aws:cloudformation:us-west-2:123456789012:stack/Karpless-demo/0f5c0e30-8a1b-11ef-9d0c-0a1b2c3d4e5f"
+	for _, tc := range []struct{ id, region, want string }{
+		{id, "us-west-2", ""},
+		{"", "us-west-2", "STACK_ID is required"},
+		{"Karpless-demo", "us-west-2", "not a CloudFormation stack ARN"},
+		{"arn:aws:lambda:us-west-2:123456789012:function:x", "us-west-2", "not a CloudFormation stack ARN"},
+		{id, "eu-west-1", "not of AWS_REGION eu-west-1"},
+		{strings.Replace(id, "arn:aws:", "arn:aws-cn:", 1), "us-west-2", ""},
+	} {
+		err := Config{StackID: tc.id, Region: tc.region}.ValidateBootstrap()
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%q in %s: %v, want %q", tc.id, tc.region, err, tc.want)
+		}
+	}
+}

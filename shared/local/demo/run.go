@@ -271,7 +271,7 @@ func (r *runner) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.queue = &eventsource.Mapping{SQS: sqs.NewFromConfig(awsCfg), QueueURL: emu.InterruptionQueueURL(), BatchSize: 10, VisibilityTimeout: 5 * time.Second}
+	r.queue = &eventsource.Mapping{SQS: sqs.NewFromConfig(awsCfg), QueueURL: emu.InterruptionQueueURL(), QueueARN: emu.InterruptionQueueARN(), Region: emu.Region(), BatchSize: 10, VisibilityTimeout: 5 * time.Second}
 	if r.dyn, err = dynamic.NewForConfig(r.cluster.RESTConfig); err != nil {
 		return err
 	}

@@ -14,17 +14,18 @@ import (
 )
 
 var sqsHandlers = map[string]handlerFunc{
-	"CreateQueue":             (*Emulator).sqsCreateQueue,
-	"GetQueueUrl":             (*Emulator).sqsGetQueueURL,
-	"ListQueues":              (*Emulator).sqsListQueues,
-	"GetQueueAttributes":      (*Emulator).sqsGetQueueAttributes,
-	"SetQueueAttributes":      (*Emulator).sqsSetQueueAttributes,
-	"SendMessage":             (*Emulator).sqsSendMessage,
-	"ReceiveMessage":          (*Emulator).sqsReceiveMessage,
-	"DeleteMessage":           (*Emulator).sqsDeleteMessage,
-	"DeleteMessageBatch":      (*Emulator).sqsDeleteMessageBatch,
-	"ChangeMessageVisibility": (*Emulator).sqsChangeMessageVisibility,
-	"PurgeQueue":              (*Emulator).sqsPurgeQueue,
+	"CreateQueue":                  (*Emulator).sqsCreateQueue,
+	"GetQueueUrl":                  (*Emulator).sqsGetQueueURL,
+	"ListQueues":                   (*Emulator).sqsListQueues,
+	"GetQueueAttributes":           (*Emulator).sqsGetQueueAttributes,
+	"SetQueueAttributes":           (*Emulator).sqsSetQueueAttributes,
+	"SendMessage":                  (*Emulator).sqsSendMessage,
+	"ReceiveMessage":               (*Emulator).sqsReceiveMessage,
+	"DeleteMessage":                (*Emulator).sqsDeleteMessage,
+	"DeleteMessageBatch":           (*Emulator).sqsDeleteMessageBatch,
+	"ChangeMessageVisibility":      (*Emulator).sqsChangeMessageVisibility,
+	"ChangeMessageVisibilityBatch": (*Emulator).sqsChangeMessageVisibilityBatch,
+	"PurgeQueue":                   (*Emulator).sqsPurgeQueue,
 }
 
 type queue struct {
@@ -128,6 +129,12 @@ func (e *Emulator) QueueURL(name string) string {
 // InterruptionQueueURL is the URL of the queue named after the cluster,
 // which the EventBridge rules of a real deployment feed.
 func (e *Emulator) InterruptionQueueURL() string { return e.QueueURL(e.cfg.ClusterName) }
+
+// InterruptionQueueARN is the interruption queue's ARN, which Lambda's
+// event source mapping names in every record it delivers.
+func (e *Emulator) InterruptionQueueARN() string {
+	return fmt.Sprintf("arn:aws:sqs:%s:%s:%s", e.cfg.Region, e.cfg.AccountID, e.cfg.ClusterName)
+}
 
 // RemoveQueue deletes a queue and its messages, as DeleteQueue does
 // (tests of a world without the cluster's queue).
@@ -552,19 +559,72 @@ func (e *Emulator) sqsChangeMessageVisibility(r *request) (any, *apiError) {
 	if err := r.decode(&in); err != nil {
 		return nil, err
 	}
-	m, err := e.findReceipt(q, in.ReceiptHandle)
+	return nil, e.changeVisibility(q, in.ReceiptHandle, in.VisibilityTimeout)
+}
+
+// changeVisibility is ChangeMessageVisibility of one message, for the
+// single call and each entry of the batch.
+func (e *Emulator) changeVisibility(q *queue, handle string, timeout int) *apiError {
+	m, err := e.findReceipt(q, handle)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	now := e.now()
 	if m == nil || !now.Before(m.visibleAt) {
-		return nil, sqsError("MessageNotInflight", "AWS.SimpleQueueService.MessageNotInflight", "The message referred to isn't in flight.")
+		return sqsError("MessageNotInflight", "AWS.SimpleQueueService.MessageNotInflight", "The message referred to isn't in flight.")
 	}
-	if in.VisibilityTimeout < 0 || in.VisibilityTimeout > 43200 {
-		return nil, invalidParam("Value %d for parameter VisibilityTimeout is invalid.", in.VisibilityTimeout)
+	if timeout < 0 || timeout > 43200 {
+		return invalidParam("Value %d for parameter VisibilityTimeout is invalid.", timeout)
 	}
-	m.visibleAt = now.Add(time.Duration(in.VisibilityTimeout) * time.Second)
-	return nil, nil
+	m.visibleAt = now.Add(time.Duration(timeout) * time.Second)
+	return nil
+}
+
+func (e *Emulator) sqsChangeMessageVisibilityBatch(r *request) (any, *apiError) {
+	q, err := e.sqsQueue(r)
+	if err != nil {
+		return nil, err
+	}
+	var in struct {
+		Entries []struct {
+			Id, ReceiptHandle string
+			VisibilityTimeout int
+		}
+	}
+	if err := r.decode(&in); err != nil {
+		return nil, err
+	}
+	if len(in.Entries) == 0 {
+		return nil, sqsError("EmptyBatchRequest", "AWS.SimpleQueueService.EmptyBatchRequest", "There should be at least one ChangeMessageVisibilityBatchRequestEntry in the request.")
+	}
+	if len(in.Entries) > 10 {
+		return nil, sqsError("TooManyEntriesInBatchRequest", "AWS.SimpleQueueService.TooManyEntriesInBatchRequest", "Maximum number of entries per request are 10.")
+	}
+	type failed struct {
+		ID          string `json:"Id"`
+		Code        string `json:"Code"`
+		Message     string `json:"Message"`
+		SenderFault bool   `json:"SenderFault"`
+	}
+	type ok struct {
+		ID string `json:"Id"`
+	}
+	out := struct {
+		Successful []ok     `json:"Successful"`
+		Failed     []failed `json:"Failed"`
+	}{Successful: []ok{}, Failed: []failed{}}
+	for _, en := range in.Entries {
+		if err := e.changeVisibility(q, en.ReceiptHandle, en.VisibilityTimeout); err != nil {
+			code := err.Code
+			if err.QueryCode != "" {
+				code = strings.SplitN(err.QueryCode, ";", 2)[0]
+			}
+			out.Failed = append(out.Failed, failed{en.Id, code, err.Message, true})
+			continue
+		}
+		out.Successful = append(out.Successful, ok{en.Id})
+	}
+	return out, nil
 }
 
 func (e *Emulator) sqsPurgeQueue(r *request) (any, *apiError) {

@@ -113,6 +113,29 @@ func TestSQS(t *testing.T) {
 	if len(back) != 1 {
 		t.Fatalf("visibility 0 did not release the message")
 	}
+	// The batch form: the live handle is changed, a stale one, a made-up
+	// one and one of a deleted message fail each on its own entry.
+	vis, err := c.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(url), Entries: []sqstypes.ChangeMessageVisibilityBatchRequestEntry{
+		{Id: aws.String("live"), ReceiptHandle: back[0].ReceiptHandle, VisibilityTimeout: 360},
+		{Id: aws.String("stale"), ReceiptHandle: redelivered[0].ReceiptHandle, VisibilityTimeout: 360},
+		{Id: aws.String("made-up"), ReceiptHandle: aws.String("AQEBx"), VisibilityTimeout: 360},
+	}})
+	if err != nil || len(vis.Successful) != 1 || aws.ToString(vis.Successful[0].Id) != "live" || len(vis.Failed) != 2 {
+		t.Fatalf("ChangeMessageVisibilityBatch: %+v %v", vis, err)
+	}
+	for _, f := range vis.Failed {
+		if aws.ToString(f.Code) != "ReceiptHandleIsInvalid" || !f.SenderFault {
+			t.Errorf("ChangeMessageVisibilityBatch entry %s: %s (sender fault %v)", aws.ToString(f.Id), aws.ToString(f.Code), f.SenderFault)
+		}
+	}
+	clk.Step(60 * time.Second)
+	if again := receive(t, c, url, 0); len(again) != 0 {
+		t.Fatalf("a message made invisible for 360 s was received after 60 s")
+	}
+	_, err = c.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(url), Entries: []sqstypes.ChangeMessageVisibilityBatchRequestEntry{}})
+	if err == nil {
+		t.Error("ChangeMessageVisibilityBatch without entries succeeded")
+	}
 	del, err := c.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: []sqstypes.DeleteMessageBatchRequestEntry{
 		{Id: aws.String("a"), ReceiptHandle: back[0].ReceiptHandle}, {Id: aws.String("b"), ReceiptHandle: aws.String("bad")},
 	}})

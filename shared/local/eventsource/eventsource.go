@@ -64,20 +64,10 @@ func (m *Mapping) PollOnce(ctx context.Context, h Handler) (Outcome, error) {
 	if len(out.Messages) == 0 {
 		return Outcome{}, nil
 	}
-	ev := lambdaevents.SQSEvent{}
+	ev := lambdaevents.SQSEvent{Records: Records(out.Messages, m.QueueARN, m.Region)}
 	handles := map[string]string{}
 	for _, msg := range out.Messages {
-		id := aws.ToString(msg.MessageId)
-		handles[id] = aws.ToString(msg.ReceiptHandle)
-		attrs := map[string]string{}
-		for k, v := range msg.Attributes {
-			attrs[k] = v
-		}
-		ev.Records = append(ev.Records, lambdaevents.SQSMessage{
-			MessageId: id, ReceiptHandle: aws.ToString(msg.ReceiptHandle), Body: aws.ToString(msg.Body),
-			Md5OfBody: aws.ToString(msg.MD5OfBody), Attributes: attrs,
-			EventSource: "aws:sqs", EventSourceARN: m.QueueARN, AWSRegion: m.Region,
-		})
+		handles[aws.ToString(msg.MessageId)] = aws.ToString(msg.ReceiptHandle)
 	}
 	res := Outcome{Received: len(out.Messages)}
 	resp, herr := h(ctx, ev)
@@ -102,6 +92,24 @@ func (m *Mapping) PollOnce(ctx context.Context, h Handler) (Outcome, error) {
 		res.Deleted++
 	}
 	return res, nil
+}
+
+// Records are received messages as the mapping hands them to a function:
+// each names its queue (queueARN) and region, and keeps its receipt handle.
+func Records(msgs []sqstypes.Message, queueARN, region string) []lambdaevents.SQSMessage {
+	var out []lambdaevents.SQSMessage
+	for _, msg := range msgs {
+		attrs := map[string]string{}
+		for k, v := range msg.Attributes {
+			attrs[k] = v
+		}
+		out = append(out, lambdaevents.SQSMessage{
+			MessageId: aws.ToString(msg.MessageId), ReceiptHandle: aws.ToString(msg.ReceiptHandle), Body: aws.ToString(msg.Body),
+			Md5OfBody: aws.ToString(msg.MD5OfBody), Attributes: attrs,
+			EventSource: "aws:sqs", EventSourceARN: queueARN, AWSRegion: region,
+		})
+	}
+	return out
 }
 
 // Run polls until ctx ends, invoking h for each batch.

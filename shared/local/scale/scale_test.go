@@ -16,6 +16,8 @@ import (
 	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -23,6 +25,7 @@ import (
 	"github.com/karpless/karpless/events"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/kube/snapshot"
+	"github.com/karpless/karpless/shared/local/eventsource"
 	"github.com/karpless/karpless/shared/local/kubetest"
 	"github.com/karpless/karpless/shared/local/scale"
 	"github.com/karpless/karpless/shared/local/testworld"
@@ -155,14 +158,21 @@ func BenchmarkScale(b *testing.B) {
 			next := 1 // the template's instance is left alone
 			each(b, "interruption", read, func(b *testing.B) {
 				b.StopTimer()
-				var batch lambdaevents.SQSEvent
+				// The batch comes through the queue, as Lambda's mapping
+				// hands it over: the handler proves each record there.
+				q := w.App.AWS.SQS
 				for range 10 {
 					id := w.Instances[next].ID
 					next++
-					batch.Records = append(batch.Records, lambdaevents.SQSMessage{
-						MessageId: "m-" + id, Body: string(events.NewSpotInterruption("e-"+id, id, time.Now())),
-					})
+					if _, err := q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(w.Emu.InterruptionQueueURL()), MessageBody: aws.String(string(events.NewSpotInterruption("e-"+id, id, time.Now())))}); err != nil {
+						b.Fatal(err)
+					}
 				}
+				out, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(w.Emu.InterruptionQueueURL()), MaxNumberOfMessages: 10, VisibilityTimeout: 360})
+				if err != nil || len(out.Messages) != 10 {
+					b.Fatalf("receiving the batch: %d messages, %v", len(out.Messages), err)
+				}
+				batch := lambdaevents.SQSEvent{Records: eventsource.Records(out.Messages, w.Emu.InterruptionQueueARN(), w.Emu.Region())}
 				b.StartTimer()
 				tctx, cancel := context.WithTimeout(ctx, interruptionTimeout)
 				defer cancel()

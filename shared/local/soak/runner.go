@@ -26,6 +26,7 @@ import (
 	"github.com/karpless/karpless/shared/function/clockctx"
 	"github.com/karpless/karpless/shared/local/deploy"
 	"github.com/karpless/karpless/shared/local/emulator"
+	"github.com/karpless/karpless/shared/local/eventsource"
 )
 
 // The functions' triggers, as the CDK stack deploys them.
@@ -326,13 +327,7 @@ func (r *runner) pollQueue(ctx context.Context) {
 	if err != nil || len(out.Messages) == 0 {
 		return
 	}
-	batch := lambdaevents.SQSEvent{}
-	for _, m := range out.Messages {
-		batch.Records = append(batch.Records, lambdaevents.SQSMessage{
-			MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
-			Attributes: m.Attributes, EventSource: "aws:sqs", AWSRegion: w.emu.Region(),
-		})
-	}
+	batch := lambdaevents.SQSEvent{Records: eventsource.Records(out.Messages, w.emu.InterruptionQueueARN(), w.emu.Region())}
 	r.interrupts.Add(1)
 	r.invoke(ctx, "interruption", interruptionTimeout, func(ctx context.Context, env *app.Env) (string, error) {
 		defer r.interrupts.Add(-1)

@@ -20,6 +20,7 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -45,18 +46,28 @@ type Drainer interface {
 	Drain(ctx context.Context) error
 }
 
-// Queue is the SQS call the handler makes itself: the event source mapping
-// receives and deletes messages.
+// Queue is the SQS calls the handler makes itself (the event source
+// mapping receives and deletes messages): proving records came from the
+// queue, and making failed ones visible early.
 type Queue interface {
 	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 }
 
 // Handler handles batches of interruption messages.
 type Handler struct {
-	// Queue and QueueURL, when set, let a failed message come back after
-	// RetryAfter (timing.InterruptionRetryAfter when 0) instead of the visibility timeout.
+	// Queue is the stack's interruption queue: QueueURL and QueueARN, in
+	// Account and Region. Only records of that queue are acted on, each
+	// proven by SQS (a direct invoke of the function with a made-up batch
+	// changes nothing), and only events of that account and region. A
+	// failed message comes back after RetryAfter
+	// (timing.InterruptionRetryAfter when 0) instead of the visibility
+	// timeout.
 	Queue      Queue
 	QueueURL   string
+	QueueARN   string
+	Account    string
+	Region     string
 	RetryAfter time.Duration
 
 	Kube        *kube.Clients
@@ -85,7 +96,8 @@ var (
 type Result struct {
 	Response  lambdaevents.SQSEventResponse
 	Acted     []string // NodeClaims deleted
-	Dropped   int      // malformed or unknown messages
+	Dropped   int      // malformed or unknown messages, events of another account or region
+	Refused   int      // records not proven to come from the queue: nobody deletes them
 	Replaced  bool     // a provisioning pass ran
 	Paused    bool     // no replacement: Karpless is paused
 	TaintedAt time.Time
@@ -103,15 +115,26 @@ func (h *Handler) Handle(ctx context.Context, batch lambdaevents.SQSEvent, holde
 	// mapping once the handler returns (the Lambda handler never fails the
 	// batch as a whole), as Karpenter deletes each message it parsed and
 	// handled and each it could not parse.
-	defer func() { h.countDeleted(len(batch.Records) - len(res.Response.BatchItemFailures)) }()
+	defer func() { h.countDeleted(len(batch.Records) - res.Refused - len(res.Response.BatchItemFailures)) }()
 	var work []parsed
-	for _, rec := range batch.Records {
+	records, unproven := h.fromTheQueue(ctx, batch.Records)
+	res.Refused += len(batch.Records) - len(records) - len(unproven)
+	res.Response.BatchItemFailures = append(res.Response.BatchItemFailures, unproven...)
+	for _, rec := range records {
 		msg, err := events.Parse([]byte(rec.Body))
 		if err != nil {
 			// Retrying cannot fix a malformed body: drop it, loudly. Like
 			// Karpenter, it is not counted as received (it has no type),
 			// only as deleted.
 			h.Log.Warn("dropping malformed interruption message", "message_id", rec.MessageId, "error", err)
+			res.Dropped++
+			continue
+		}
+		if msg.Account != h.Account || msg.Region != h.Region {
+			// The queue's policy lets only this stack's rules send; a
+			// message of another account or region was not sent by them.
+			h.Log.Warn("dropping an interruption message of another account or region", "message_id", rec.MessageId,
+				"account", msg.Account, "region", msg.Region, "want_account", h.Account, "want_region", h.Region)
 			res.Dropped++
 			continue
 		}
@@ -253,6 +276,71 @@ func (h *Handler) retrySoon(ctx context.Context, batch lambdaevents.SQSEvent, fa
 			h.Log.Warn("making a failed message visible early; it comes back after the visibility timeout", "message_id", f.ItemIdentifier, "error", err)
 		}
 	}
+}
+
+// fromTheQueue keeps the records that came from the stack's queue, as
+// Lambda's event source mapping delivers them: the mapping's fields name
+// the queue and its region, and SQS proves each receipt handle
+// (ChangeMessageVisibilityBatch answers ReceiptHandleIsInvalid to a handle
+// it never gave out, and MessageNotInflight to a message already
+// deleted). Anyone who may invoke the function can write the fields;
+// only the queue's consumer holds a handle. Records SQS could not judge
+// (throttled, unreachable) are returned as failures, for redelivery, so
+// a genuine warning is not lost; the others are dropped, loudly.
+func (h *Handler) fromTheQueue(ctx context.Context, records []lambdaevents.SQSMessage) (proven []lambdaevents.SQSMessage, unproven []lambdaevents.SQSBatchItemFailure) {
+	var candidates []lambdaevents.SQSMessage
+	for _, rec := range records {
+		switch {
+		case h.Queue == nil || h.QueueURL == "" || h.QueueARN == "":
+			h.Log.Error("dropping an interruption record: the function has no queue to prove it against (INTERRUPTION_QUEUE_URL)", "message_id", rec.MessageId)
+		case rec.EventSource != "aws:sqs" || rec.EventSourceARN != h.QueueARN || rec.AWSRegion != h.Region:
+			h.Log.Warn("dropping a record that is not from the interruption queue", "message_id", rec.MessageId,
+				"event_source", rec.EventSource, "event_source_arn", rec.EventSourceARN, "aws_region", rec.AWSRegion, "want_arn", h.QueueARN)
+		case rec.MessageId == "" || rec.ReceiptHandle == "":
+			h.Log.Warn("dropping a record without a message id or receipt handle", "message_id", rec.MessageId)
+		default:
+			candidates = append(candidates, rec)
+		}
+	}
+	for start := 0; start < len(candidates); start += 10 { // SQS's batch limit
+		chunk := candidates[start:min(start+10, len(candidates))]
+		in := &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(h.QueueURL)}
+		for i, rec := range chunk {
+			in.Entries = append(in.Entries, sqstypes.ChangeMessageVisibilityBatchRequestEntry{
+				Id: aws.String(fmt.Sprint(i)), ReceiptHandle: aws.String(rec.ReceiptHandle),
+				VisibilityTimeout: int32(timing.InterruptionProofVisibility / time.Second),
+			})
+		}
+		out, err := h.Queue.ChangeMessageVisibilityBatch(ctx, in)
+		if err != nil {
+			h.Log.Warn("cannot prove interruption records came from the queue; they come back later", "messages", len(chunk), "error", err)
+			for _, rec := range chunk {
+				unproven = append(unproven, lambdaevents.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+			}
+			continue
+		}
+		ok := map[string]bool{}
+		for _, s := range out.Successful {
+			ok[aws.ToString(s.Id)] = true
+		}
+		failed := map[string]sqstypes.BatchResultErrorEntry{}
+		for _, f := range out.Failed {
+			failed[aws.ToString(f.Id)] = f
+		}
+		for i, rec := range chunk {
+			id := fmt.Sprint(i)
+			f, bad := failed[id]
+			switch {
+			case ok[id]:
+				proven = append(proven, rec)
+			case bad && f.SenderFault:
+				h.Log.Warn("dropping a record SQS does not know as in flight from the interruption queue", "message_id", rec.MessageId, "code", aws.ToString(f.Code), "error", aws.ToString(f.Message))
+			default:
+				unproven = append(unproven, lambdaevents.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+			}
+		}
+	}
+	return proven, unproven
 }
 
 // claimsByInstance lists NodeClaims once for the whole batch.

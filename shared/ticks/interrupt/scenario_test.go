@@ -56,7 +56,7 @@ func mapping(t *testing.T, w *testworld.World) *eventsource.Mapping {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &eventsource.Mapping{SQS: sqs.NewFromConfig(cfg), QueueURL: w.Emu.InterruptionQueueURL(), BatchSize: 10, VisibilityTimeout: time.Second}
+	return &eventsource.Mapping{SQS: sqs.NewFromConfig(cfg), QueueURL: w.Emu.InterruptionQueueURL(), QueueARN: w.Emu.InterruptionQueueARN(), Region: w.Emu.Region(), BatchSize: 10, VisibilityTimeout: time.Second}
 }
 
 // claimOnNode returns a launched, registered claim and its instance id.

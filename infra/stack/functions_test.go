@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/karpless/karpless/functions"
+	fnconfig "github.com/karpless/karpless/shared/function/config"
+	"github.com/karpless/karpless/shared/ticks/bootstrap"
 )
 
 func TestFunctions(t *testing.T) {
@@ -29,7 +31,9 @@ func TestFunctions(t *testing.T) {
 			"SPOT_TO_SPOT_CONSOLIDATION": "false", "LOG_LEVEL": "info", "MODE": "active"}},
 		{Interruption, 1024, 60, nil, map[string]any{"GOMEMLIMIT": "819MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "INTERRUPTION_QUEUE_URL": queue, "METRICS_LEVEL": "minimal",
 			"LOG_LEVEL": "info", "MODE": "active"}},
-		{Bootstrap, 256, 300, nil, map[string]any{"GOMEMLIMIT": "204MiB", "CLUSTER_NAME": testCluster, "LOG_LEVEL": "info", "MODE": "active"}},
+		{Bootstrap, 256, 300, nil, map[string]any{"GOMEMLIMIT": "204MiB", "CLUSTER_NAME": testCluster, "LOG_LEVEL": "info", "MODE": "active",
+			"STACK_ID": map[string]any{"Ref": "AWS::StackId"}, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "INSTALL_DEFAULT_NODEPOOL": "false",
+			"REMOVE_USER_OBJECTS_ON_DELETE": "false", "PAUSED": "false", "CONTROLLERS_GROUP": "karpless:controllers"}},
 		{Watcher, 128, 75, nil, map[string]any{"GOMEMLIMIT": "102MiB", "CLUSTER_NAME": testCluster, "LOG_LEVEL": "info", "MODE": "active",
 			"PROVISIONER_FUNCTION_NAME": ref(logicalID(st, st.Functions[Provisioner])), "BATCH_IDLE_DURATION": "1s", "BATCH_MAX_DURATION": "10s"}},
 	}
@@ -204,24 +208,58 @@ func TestScheduleRules(t *testing.T) {
 	})
 }
 
+// bootstrapSettings reads the bootstrap function's environment in a
+// synthesized template (the stack ID is a reference there) and returns it
+// with the options the function reads from it and the custom resource's
+// SettingsHash property.
+func bootstrapSettings(t *testing.T, s *Stack, d map[string]any) (env map[string]any, opts bootstrap.Options, hash any) {
+	t.Helper()
+	fn := props(resources(d)[logicalID(s, s.Functions[Bootstrap])])
+	e, _ := fn["Environment"].(map[string]any)
+	env, _ = e["Variables"].(map[string]any)
+	cfg, err := fnconfig.FromLookup(func(k string) (string, bool) { v, ok := env[k].(string); return v, ok })
+	if err != nil {
+		t.Fatalf("the bootstrap's environment: %v", err)
+	}
+	return env, bootstrap.OptionsFrom(cfg), props(resources(d)[logicalID(s, s.Bootstrap)])[bootstrap.SettingsHashProperty]
+}
+
+// The custom resource carries hashes only: every setting the bootstrap
+// acts on is in its function's environment, and SettingsHash is the hash
+// of what the function reads there.
 func TestBootstrapCustomResource(t *testing.T) {
 	fn := logicalID(st, st.Functions[Bootstrap])
+	env, opts, hash := bootstrapSettings(t, st, doc)
 	check(t, "custom resource", func() {
 		tmpl.HasResource(jsii.String("AWS::CloudFormation::CustomResource"), &map[string]interface{}{
-			"Properties": map[string]interface{}{
-				"ServiceToken":              getAtt(fn, "Arn"),
-				"ServiceTimeout":            1200,
-				"ClusterName":               testCluster,
-				"NodeRoleName":              "KarpenterNodeRole-demo",
-				"InstallDefaultNodePool":    "false",
-				"RemoveUserObjectsOnDelete": "false",
-				"CRDHash":                   "dev",
-				"BootstrapSHA256":           bootstrapSHA256(t),
-				"ControllersGroup":          "karpless:controllers",
-			},
+			"Properties": assertions.Match_ObjectEquals(&map[string]interface{}{
+				"ServiceToken":                 getAtt(fn, "Arn"),
+				"ServiceTimeout":               1200,
+				bootstrap.SettingsHashProperty: opts.SettingsHash(),
+				"CRDHash":                      "dev",
+				"BootstrapSHA256":              bootstrapSHA256(t),
+			}),
 			"DependsOn": assertions.Match_ArrayWith(&[]interface{}{"BootstrapAccessEntry", "NodeAccessEntry"}),
 		})
 	})
+	if hash != opts.SettingsHash() {
+		t.Errorf("SettingsHash %v, the function's settings hash %s", hash, opts.SettingsHash())
+	}
+	want := map[string]any{
+		"CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "INSTALL_DEFAULT_NODEPOOL": "false",
+		"REMOVE_USER_OBJECTS_ON_DELETE": "false", "PAUSED": "false", "CONTROLLERS_GROUP": "karpless:controllers", "MODE": "active",
+	}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("bootstrap %s = %v, want %v", k, env[k], v)
+		}
+	}
+	if ref, _ := env["STACK_ID"].(map[string]any); ref["Ref"] != "AWS::StackId" {
+		t.Errorf("bootstrap STACK_ID = %v, want the stack's own ID", env["STACK_ID"])
+	}
+	if opts.ClusterName != testCluster || opts.ControllersGroup != ControllersGroup || opts.Shadow || opts.DefaultNodePool || opts.RemoveUserObjects {
+		t.Errorf("the function reads %+v", opts)
+	}
 
 	// A new bootstrap binary changes BootstrapSHA256 (an Update).
 	other := t.TempDir()
@@ -246,20 +284,26 @@ func TestBootstrapCustomResource(t *testing.T) {
 		})
 	})
 
-	// Context changes reach the properties: a new CRD hash triggers an Update.
+	// Context changes reach the function's settings and the hash: a
+	// change makes CloudFormation send an Update.
 	p := defaultProps()
 	p.InstallDefaultNodePool = true
+	p.RemoveUserObjectsOnDelete = true
 	p.CRDHash = "sha256-abc"
-	_, tm, _, err := synth(p, false)
+	s2, _, d2, err := synth(p, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	check(t, "properties from context", func() {
-		tm.HasResourceProperties(jsii.String("AWS::CloudFormation::CustomResource"), &map[string]interface{}{
-			"InstallDefaultNodePool": "true",
-			"CRDHash":                "sha256-abc",
-		})
-	})
+	env2, opts2, hash2 := bootstrapSettings(t, s2, d2)
+	if env2["INSTALL_DEFAULT_NODEPOOL"] != "true" || env2["REMOVE_USER_OBJECTS_ON_DELETE"] != "true" || !opts2.DefaultNodePool || !opts2.RemoveUserObjects {
+		t.Errorf("context did not reach the bootstrap's settings: %v %+v", env2, opts2)
+	}
+	if hash2 != opts2.SettingsHash() || hash2 == hash {
+		t.Errorf("SettingsHash %v after a change (was %v; the function's %s)", hash2, hash, opts2.SettingsHash())
+	}
+	if got := props(resources(d2)[logicalID(s2, s2.Bootstrap)])["CRDHash"]; got != "sha256-abc" {
+		t.Errorf("CRDHash %v", got)
+	}
 }
 
 func bootstrapSHA256(t *testing.T) string {

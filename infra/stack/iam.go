@@ -88,6 +88,15 @@ func describeClusterStatement(cluster string) awsiam.PolicyStatement {
 		&[]*string{clusterARN(cluster)}, nil)
 }
 
+// describeOwnStackStatement lets the bootstrap read the status of its own
+// stack, and of no other: it acts on a Delete only while CloudFormation
+// shows that stack being deleted.
+func describeOwnStackStatement() awsiam.PolicyStatement {
+	return statement("AllowReadingOwnStackStatus",
+		[]string{"cloudformation:DescribeStacks"},
+		&[]*string{awscdk.Aws_STACK_ID()}, nil)
+}
+
 // readStatements: discovery reads every controller function makes.
 func readStatements(cluster string) []awsiam.PolicyStatement {
 	return []awsiam.PolicyStatement{

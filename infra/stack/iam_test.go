@@ -211,7 +211,7 @@ var wantActions = func() map[string][]string {
 		Provisioner:  join(read, launch, profiles, gc, logs),
 		Disruption:   join(read, launch, profiles, gc, []string{"ec2:DescribeInstanceStatus"}, logs),
 		Interruption: join(read, launch, sqs, logs),
-		Bootstrap:    join([]string{"eks:DescribeCluster"}, logs),
+		Bootstrap:    join([]string{"cloudformation:DescribeStacks", "eks:DescribeCluster"}, logs),
 		Watcher:      join([]string{"eks:DescribeCluster", "lambda:InvokeFunction"}, logs),
 	}
 }()

@@ -167,26 +167,24 @@ func TestSettingsReachTheFunctions(t *testing.T) {
 	}
 }
 
-// -c paused=true gives the bootstrap the property Paused "true"; without
-// it the property is absent, so the bootstrap leaves the switch alone.
+// -c paused=true gives the bootstrap PAUSED "true" (and a new settings
+// hash, so CloudFormation sends an Update); without it "false", and the
+// bootstrap leaves the switch as it is.
 func TestPausedDeploy(t *testing.T) {
-	check(t, "no Paused by default", func() {
-		tmpl.HasResourceProperties(jsii.String("AWS::CloudFormation::CustomResource"), &map[string]interface{}{
-			"Paused": assertions.Match_Absent(),
-		})
-	})
+	env, _, hash := bootstrapSettings(t, st, doc)
+	if env["PAUSED"] != "false" {
+		t.Errorf("PAUSED by default = %v", env["PAUSED"])
+	}
 	p := defaultProps()
 	p.Paused = true
-	_, tm, _, err := synth(p, false)
+	s, _, d, err := synth(p, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	check(t, "Paused true", func() {
-		tm.HasResourceProperties(jsii.String("AWS::CloudFormation::CustomResource"), &map[string]interface{}{
-			"ClusterName": testCluster,
-			"Paused":      "true",
-		})
-	})
+	env2, opts, hash2 := bootstrapSettings(t, s, d)
+	if env2["PAUSED"] != "true" || !opts.Pause || hash2 == hash {
+		t.Errorf("paused deploy: PAUSED %v, options %+v, hash %v (was %v)", env2["PAUSED"], opts, hash2, hash)
+	}
 }
 
 // The alarms on throttled and dropped invocations: Throttles of each

@@ -91,8 +91,8 @@ func TestShadowGrantsNoMutation(t *testing.T) {
 	if got := ruleStates(d); got["ENABLED"] != 0 || got["DISABLED"] != len(s.InterruptionRules) {
 		t.Errorf("shadow interruption rules by state: %v", got)
 	}
-	if got := props(resources(d)[logicalID(s, s.Bootstrap)])["Mode"]; got != "shadow" {
-		t.Errorf("bootstrap Mode property %v", got)
+	if _, opts, _ := bootstrapSettings(t, s, d); !opts.Shadow {
+		t.Errorf("the shadow stack's bootstrap reads %+v", opts)
 	}
 
 	// The default stack acts: MODE active, rules enabled, no Mode property.
@@ -105,8 +105,8 @@ func TestShadowGrantsNoMutation(t *testing.T) {
 	if got := ruleStates(doc); got["DISABLED"] != 0 || got["ENABLED"] != len(st.InterruptionRules) {
 		t.Errorf("default interruption rules by state: %v", got)
 	}
-	if _, ok := props(resources(doc)[logicalID(st, st.Bootstrap)])["Mode"]; ok {
-		t.Error("default bootstrap has a Mode property")
+	if _, opts, _ := bootstrapSettings(t, st, doc); opts.Shadow {
+		t.Error("the default stack's bootstrap reads shadow mode")
 	}
 }
 

@@ -29,6 +29,9 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	fnconfig "github.com/karpless/karpless/shared/function/config"
+	"github.com/karpless/karpless/shared/ticks/bootstrap"
 )
 
 // Function sizing, from measurements (docs/deploy.md, "Sizing"): a
@@ -472,8 +475,8 @@ func (s *Stack) defineFunctions() error {
 			name: Bootstrap, id: "Bootstrap",
 			description: "Karpless bootstrap: installs CRDs, RBAC and defaults (CloudFormation custom resource)",
 			memoryMiB:   bootstrapMemoryMiB, timeout: bootstrapTimeout,
-			env:    map[string]*string{"CLUSTER_NAME": clusterEnv},
-			inline: []awsiam.PolicyStatement{describeClusterStatement(cluster)},
+			env:         s.bootstrapEnv(),
+			inline:      []awsiam.PolicyStatement{describeClusterStatement(cluster), describeOwnStackStatement()},
 		},
 	}
 
@@ -629,10 +632,43 @@ func (s *Stack) defineFunction(f function, vpc *awslambda.CfnFunction_VpcConfigP
 	s.Functions[f.name] = fn
 }
 
+// bootstrapEnv is the bootstrap function's settings: what it installs
+// and removes is read from here, never from the CloudFormation event, so
+// invoking the function cannot choose it (bootstrap.OptionsFrom).
+// STACK_ID names the one stack whose requests it answers.
+func (s *Stack) bootstrapEnv() map[string]*string {
+	return map[string]*string{
+		"CLUSTER_NAME":                  jsii.String(s.cluster()),
+		"STACK_ID":                      awscdk.Aws_STACK_ID(),
+		"NODE_ROLE_NAME":                jsii.String(s.Props.NodeRoleName),
+		"INSTALL_DEFAULT_NODEPOOL":      jsii.String(fmt.Sprint(s.Props.InstallDefaultNodePool)),
+		"REMOVE_USER_OBJECTS_ON_DELETE": jsii.String(fmt.Sprint(s.Props.RemoveUserObjectsOnDelete)),
+		"PAUSED":                        jsii.String(fmt.Sprint(s.Props.Paused)),
+		"CONTROLLERS_GROUP":             jsii.String(ControllersGroup),
+	}
+}
+
+// BootstrapOptions are the options the bootstrap function reads from the
+// environment the stack gives it (bootstrapEnv and the MODE and
+// LOG_LEVEL every function gets).
+func (s *Stack) BootstrapOptions() (bootstrap.Options, error) {
+	env := map[string]string{"MODE": s.Props.Mode, "LOG_LEVEL": s.Props.LogLevel}
+	for k, v := range s.bootstrapEnv() {
+		env[k] = *v
+	}
+	cfg, err := fnconfig.FromLookup(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		return bootstrap.Options{}, fmt.Errorf("the bootstrap function's settings: %w", err)
+	}
+	return bootstrap.OptionsFrom(cfg), nil
+}
+
 // defineBootstrap adds the custom resource the bootstrap function answers.
 // A plain Lambda-backed custom resource: the Go function replies to
-// CloudFormation itself (aws-lambda-go's cfn package), so no Provider
-// framework and no Node.js function.
+// CloudFormation itself, so no Provider framework and no Node.js
+// function. Its properties are only hashes: a change of any makes
+// CloudFormation send an Update, and the function acts on one only when
+// SettingsHash is that of its own settings.
 func (s *Stack) defineBootstrap() error {
 	// Any new bootstrap binary (new CRDs, RBAC or defaults embedded in it)
 	// changes this property, so CloudFormation sends an Update and the
@@ -641,25 +677,14 @@ func (s *Stack) defineBootstrap() error {
 	if err != nil {
 		return err
 	}
+	opts, err := s.BootstrapOptions()
+	if err != nil {
+		return err
+	}
 	properties := map[string]interface{}{
-		"ClusterName":               s.cluster(),
-		"NodeRoleName":              s.Props.NodeRoleName,
-		"InstallDefaultNodePool":    fmt.Sprint(s.Props.InstallDefaultNodePool),
-		"RemoveUserObjectsOnDelete": fmt.Sprint(s.Props.RemoveUserObjectsOnDelete),
-		"CRDHash":                   s.Props.CRDHash,
-		"BootstrapSHA256":           binary,
-		"ControllersGroup":          ControllersGroup,
-	}
-	if s.Props.Shadow() {
-		// Shadow: the bootstrap leaves the CRDs to Karpenter's install
-		// and installs only what the functions need to read.
-		properties["Mode"] = s.Props.Mode
-	}
-	if s.Props.Paused {
-		// Only when asked: without the property the bootstrap leaves the
-		// pause switch as it is, so a deploy never resumes what a person
-		// paused (nor pauses what they resumed).
-		properties["Paused"] = "true"
+		bootstrap.SettingsHashProperty: opts.SettingsHash(),
+		"CRDHash":                      s.Props.CRDHash,
+		"BootstrapSHA256":              binary,
 	}
 	s.Bootstrap = awscdk.NewCustomResource(s.Stack, jsii.String("Bootstrap"), &awscdk.CustomResourceProps{
 		ServiceToken:   s.Functions[Bootstrap].FunctionArn(),

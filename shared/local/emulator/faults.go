@@ -294,6 +294,9 @@ func throttleError(service string) *apiError {
 	if service == "lambda" {
 		return &apiError{Code: "TooManyRequestsException", Message: "Rate Exceeded.", Status: 429}
 	}
+	if service == "cloudformation" {
+		return &apiError{Code: "Throttling", Message: "Rate exceeded", Status: 400}
+	}
 	return &apiError{Code: "ThrottlingException", Message: "Rate exceeded", Status: 400}
 }
 

@@ -170,8 +170,11 @@ func (e *Emulator) serveQuery(w http.ResponseWriter, hr *http.Request, body []by
 	case "2011-06-15":
 		r.service = "sts"
 		e.dispatch(w, r, stsHandlers[action], queryWriter{ns: stsNamespace})
+	case "2010-05-15":
+		r.service = "cloudformation"
+		e.dispatch(w, r, cloudFormationHandlers[action], queryWriter{ns: cloudFormationNamespace})
 	default:
-		ec2Writer{}.fail(w, "", errorf(400, "InvalidAction", "unknown API version %q for action %q (emulated: EC2 2016-11-15, IAM 2010-05-08, STS 2011-06-15)", version, action))
+		ec2Writer{}.fail(w, "", errorf(400, "InvalidAction", "unknown API version %q for action %q (emulated: EC2 2016-11-15, IAM 2010-05-08, STS 2011-06-15, CloudFormation 2010-05-15)", version, action))
 	}
 }
 

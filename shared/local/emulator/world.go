@@ -258,6 +258,8 @@ type world struct {
 	// EventBridge rules by name (accounts.go).
 	policies map[string]*iamPolicy
 	rules    map[string]*Rule
+	// stacks are CloudFormation stacks by ID (cloudformation.go).
+	stacks map[string]*cfnStack
 	// tagViews are the resources (by id) whose tag changes are still
 	// propagating to Describe answers (Hostility.TagLagMax).
 	tagViews map[string]*tagView

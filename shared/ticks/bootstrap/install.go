@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,6 +46,16 @@ const (
 // entry maps to (read-only); its requests share the controllers'
 // FlowSchemas.
 const WatcherGroup = "karpless:watcher"
+
+// CreatedLabel marks a CRD the bootstrap created, as opposed to one it
+// found (Karpenter's, installed by its Helm chart, or another tool's) and
+// applied over. A stack deleted with RemoveUserObjectsOnDelete deletes
+// only CRDs that carry it: deleting a CRD deletes every object of its
+// kind, and one Karpless did not create is not Karpless's to delete.
+const (
+	CreatedLabel = "karpless.dev/created-by"
+	CreatedValue = "bootstrap"
+)
 
 func ownedLabels() map[string]string { return map[string]string{ManagedByLabel: ManagedByValue} }
 
@@ -323,16 +334,33 @@ func applyCRDs(ctx context.Context, c *kube.Clients, o Options, r *Result) error
 			// conversion webhook an older Karpenter chart set.
 			cp.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
 		}
-		labelled[i] = cp
-		if err := dropConversionWebhook(ctx, api, cp); err != nil {
+		got, err := api.Get(ctx, cp.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			cp.Labels[CreatedLabel] = CreatedValue
+		case err != nil:
 			return err
+		case got.Labels[CreatedLabel] == CreatedValue:
+			// Created by an earlier run: applied again, or server-side
+			// apply would drop the label this field manager set.
+			cp.Labels[CreatedLabel] = CreatedValue
 		}
+		if err == nil {
+			if err := dropConversionWebhook(ctx, api, got, cp); err != nil {
+				return err
+			}
+		}
+		labelled[i] = cp
 	}
 	if err := kube.ApplyCRDs(ctx, c.APIExtensions, labelled); err != nil {
 		return err
 	}
-	for _, crd := range all {
-		r.add(&r.Applied, "CustomResourceDefinition", "", crd.Name)
+	for _, crd := range labelled {
+		if crd.Labels[CreatedLabel] == CreatedValue {
+			r.add(&r.Applied, "CustomResourceDefinition", "", crd.Name)
+		} else {
+			r.add(&r.Applied, "CustomResourceDefinition", "", crd.Name, "found installed: applied over, never deleted by Karpless")
+		}
 	}
 	return nil
 }
@@ -376,16 +404,9 @@ func checkCRDsServed(ctx context.Context, c *kube.Clients, o Options, r *Result)
 // own service, which is gone once the chart is uninstalled). Applying
 // strategy None alone cannot do it: the webhook settings belong to the
 // chart's field manager, and None with a webhook left is invalid.
-func dropConversionWebhook(ctx context.Context, api crdClient, want *apiextensionsv1.CustomResourceDefinition) error {
+func dropConversionWebhook(ctx context.Context, api crdClient, got, want *apiextensionsv1.CustomResourceDefinition) error {
 	if want.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
 		return nil
-	}
-	got, err := api.Get(ctx, want.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
 	}
 	if got.Spec.Conversion == nil || got.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter {
 		return nil
@@ -398,7 +419,6 @@ func dropConversionWebhook(ctx context.Context, api crdClient, want *apiextensio
 }
 
 type crdClient interface {
-	Get(ctx context.Context, name string, opts metav1.GetOptions) (*apiextensionsv1.CustomResourceDefinition, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*apiextensionsv1.CustomResourceDefinition, error)
 }
 
@@ -433,10 +453,20 @@ func createNamespace(ctx context.Context, c *kube.Clients, o Options, r *Result)
 	return err
 }
 
+// createConfigMaps creates the functions' state ConfigMaps and, on a
+// shadow stack, their decision stores, empty and only when absent.
 func createConfigMaps(ctx context.Context, c *kube.Clients, o Options, r *Result) error {
 	cms := c.Core.CoreV1().ConfigMaps(o.Namespace)
-	for _, name := range StateConfigMaps() {
-		_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: o.Namespace, Labels: ownedLabels()}}, metav1.CreateOptions{})
+	names := StateConfigMaps()
+	if o.Shadow {
+		names = append(names, ShadowStores()...)
+	}
+	for _, name := range names {
+		labels := ownedLabels()
+		if slices.Contains(ShadowStores(), name) {
+			labels[ShadowStoreLabel] = "true"
+		}
+		_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: o.Namespace, Labels: labels}}, metav1.CreateOptions{})
 		switch {
 		case err == nil:
 			r.add(&r.Created, "ConfigMap", o.Namespace, name)
@@ -691,6 +721,8 @@ func metas[T any, PT interface {
 	return out
 }
 
+// deleteCRDs deletes the CRDs the bootstrap created (CreatedLabel); the
+// others, Karpenter's among them, stay with every object of their kinds.
 func deleteCRDs(ctx context.Context, c *kube.Clients, o Options, r *Result) error {
 	all, err := crdsOf(o)
 	if err != nil {
@@ -705,6 +737,10 @@ func deleteCRDs(ctx context.Context, c *kube.Clients, o Options, r *Result) erro
 		if err != nil {
 			return err
 		}
+		if got.Labels[CreatedLabel] != CreatedValue {
+			r.add(&r.Left, "CustomResourceDefinition", "", crd.Name, "not created by Karpless (no "+CreatedLabel+"="+CreatedValue+" label): kept with its objects")
+			continue
+		}
 		if got.DeletionTimestamp == nil {
 			if err := deleteUID(ctx, api.Delete, crd.Name, got.UID); err != nil {
 				return err
@@ -717,7 +753,7 @@ func deleteCRDs(ctx context.Context, c *kube.Clients, o Options, r *Result) erro
 
 func deleteConfigMaps(ctx context.Context, c *kube.Clients, o Options, r *Result) error {
 	cms := c.Core.CoreV1().ConfigMaps(o.Namespace)
-	for _, name := range append(StateConfigMaps(), PauseConfigMap) {
+	for _, name := range append(append(StateConfigMaps(), ShadowStores()...), PauseConfigMap) {
 		if err := deleteIfOwned(ctx, cms.Get, cms.Delete, "ConfigMap", o.Namespace, name, r); err != nil {
 			return err
 		}

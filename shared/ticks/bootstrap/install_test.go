@@ -58,6 +58,14 @@ func reset(t *testing.T, c *kube.Clients) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Uninstall deletes only the CRDs the bootstrap created; a test may
+	// have made them as Karpenter's chart does.
+	for _, crd := range all {
+		err := c.APIExtensions.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatalf("reset: deleting CRD %s: %v", crd.Name, err)
+		}
+	}
 	// The API server's own controller finishes a CRD's deletion (its
 	// objects deleted, then the CRD); it retries with a growing backoff,
 	// which on a loaded machine (CI, the integration packages side by

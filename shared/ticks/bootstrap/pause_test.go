@@ -20,15 +20,17 @@ func TestPauseSwitchSurvivesDeploys(t *testing.T) {
 	e := kubetest.Need(t, env)
 	reset(t, e.Clients)
 	ctx := testCtx(t)
-	h := Handler(HandlerConfig{
-		ClusterName: testCluster,
-		Connect:     func(context.Context) (*kube.Clients, error) { return e.Clients, nil },
-	})
-	deploy := func(typ cfn.RequestType, kv ...string) {
+	// Each deploy writes the function's settings (PAUSED from -c paused)
+	// and sends CloudFormation's request.
+	deploy := func(typ cfn.RequestType, paused bool) {
 		t.Helper()
-		p := props(append([]string{"ClusterName", testCluster, "NodeRoleName", "KarpenterNodeRole-" + testCluster}, kv...)...)
-		if _, _, err := h(ctx, event(typ, PhysicalID(testCluster), p)); err != nil {
-			t.Fatalf("%s %v: %v", typ, kv, err)
+		r := newRig(nil, func(c *HandlerConfig) {
+			c.Engine = nil
+			c.Options = Options{ClusterName: testCluster, NodeRoleName: "KarpenterNodeRole-" + testCluster, Pause: paused}
+			c.Connect = func(context.Context) (*kube.Clients, error) { return e.Clients, nil }
+		})
+		if a := r.run(t, ctx, typ, PhysicalID(testCluster)); a.Status != "SUCCESS" {
+			t.Fatalf("%s paused=%v: %+v", typ, paused, a)
 		}
 	}
 	switchIs := func(when string, want bool) pause.State {
@@ -49,30 +51,30 @@ func TestPauseSwitchSurvivesDeploys(t *testing.T) {
 		}
 	}
 
-	deploy(cfn.RequestCreate)
+	deploy(cfn.RequestCreate, false)
 	switchIs("first deploy", false)
 
 	person(true)
-	deploy(cfn.RequestUpdate, "BootstrapSHA256", "new-binary")
+	deploy(cfn.RequestUpdate, false)
 	if st := switchIs("redeploy after karpless pause", true); st.ChangedBy != "alice" {
 		t.Errorf("the redeploy rewrote the switch: %+v", st)
 	}
 
 	person(false)
-	deploy(cfn.RequestUpdate, "BootstrapSHA256", "newer-binary", "Paused", "false")
-	switchIs("redeploy with Paused false after karpless resume", false)
+	deploy(cfn.RequestUpdate, false)
+	switchIs("redeploy after karpless resume", false)
 
-	deploy(cfn.RequestUpdate, "Paused", "true")
+	deploy(cfn.RequestUpdate, true)
 	if st := switchIs("deploy with -c paused=true", true); st.ChangedBy != "cdk deploy -c paused=true" {
 		t.Errorf("changedBy %q", st.ChangedBy)
 	}
 	// The next deploy without the key leaves it paused.
-	deploy(cfn.RequestUpdate, "BootstrapSHA256", "newest-binary")
+	deploy(cfn.RequestUpdate, false)
 	switchIs("redeploy without paused", true)
 
 	// A first deploy with -c paused=true comes up paused.
 	reset(t, e.Clients)
-	deploy(cfn.RequestCreate, "Paused", "true")
+	deploy(cfn.RequestCreate, true)
 	switchIs("first deploy with -c paused=true", true)
 
 	// The controllers read it; they cannot change it.
@@ -85,7 +87,7 @@ func TestPauseSwitchSurvivesDeploys(t *testing.T) {
 	}
 
 	// Removing the stack removes the switch.
-	deploy(cfn.RequestDelete)
+	deploy(cfn.RequestDelete, false)
 	if st, err := pause.Read(ctx, e.Clients.Core.CoreV1(), DefaultNamespace); err != nil || st.Exists {
 		t.Errorf("after Delete: %+v, %v", st, err)
 	}

@@ -41,6 +41,29 @@ func StateConfigMaps() []string {
 	return []string{UnavailableOfferingsConfigMap, PricingConfigMap, DisruptionStateConfigMap}
 }
 
+// ShadowStores are the ConfigMaps the provisioner and disruption functions
+// keep their decisions in, in shadow mode (shared/function/shadow's
+// StoreName; a test checks they agree). The bootstrap creates them on a
+// shadow stack, labelled ShadowStoreLabel for the report to find, so the
+// functions need no create on ConfigMaps there either.
+func ShadowStores() []string {
+	return []string{"karpless-shadow-provisioner", "karpless-shadow-disruption"}
+}
+
+// ShadowStoreLabel marks the shadow decision stores (shadow.StoreLabel).
+const ShadowStoreLabel = "karpless.dev/shadow-decisions"
+
+// The leases the controllers hold (shared/ticks/provision's and
+// shared/ticks/disrupt's LeaseName; a test checks they agree).
+const (
+	ProvisioningLease = "karpless-provisioning"
+	DisruptionLease   = "karpless-disruption"
+)
+
+// ControllerLeases are the only Leases the controllers may renew, as
+// Karpenter's chart limits update and patch to its own lease.
+func ControllerLeases() []string { return []string{ProvisioningLease, DisruptionLease} }
+
 // Rule is one grant of the controllers' RBAC.
 type Rule struct {
 	// Group is the API group ("" for core).
@@ -93,9 +116,13 @@ func ControllerRules() []Rule {
 		{Group: "apps", Resources: []string{"deployments", "replicasets", "statefulsets"}, Verbs: []string{"get"}},
 		{Group: "policy", Resources: []string{"poddisruptionbudgets"}, Verbs: readOnly},
 		{Group: "storage.k8s.io", Resources: []string{"storageclasses", "csinodes", "volumeattachments"}, Verbs: readOnly},
-		{Group: "coordination.k8s.io", Resources: []string{"leases"}, Verbs: []string{"get", "list", "create", "update", "patch"}, Namespaced: true},
+		// Create cannot be limited by name (the object does not exist
+		// yet); reading and renewing can.
+		{Group: "coordination.k8s.io", Resources: []string{"leases"}, Verbs: []string{"create"}, Namespaced: true},
+		{Group: "coordination.k8s.io", Resources: []string{"leases"}, Verbs: []string{"get", "update", "patch"},
+			Names: ControllerLeases(), Namespaced: true},
 		{Group: "", Resources: []string{"configmaps"}, Verbs: []string{"get", "update"},
-			Names: StateConfigMaps(), Namespaced: true},
+			Names: append(StateConfigMaps(), ShadowStores()...), Namespaced: true},
 		{Group: "", Resources: []string{"configmaps"}, Verbs: []string{"get"},
 			Names: []string{PauseConfigMap}, Namespaced: true},
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/karpless/karpless/shared/apis/crds"
+	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/local/kubetest"
 )
 
@@ -25,15 +26,11 @@ func TestShadowInstallLeavesKarpentersCRDs(t *testing.T) {
 	c := e.Clients
 	reset(t, c)
 	ctx := testCtx(t)
-	p, _, err := ParseProperties(map[string]any{"ClusterName": testCluster, "Mode": "shadow"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := p.Options(DefaultNamespace)
+	opts := OptionsFrom(config.Config{ClusterName: testCluster, Namespace: DefaultNamespace, Mode: config.ModeShadow})
 	if !opts.Shadow {
-		t.Fatal("Mode shadow did not reach the options")
+		t.Fatal("MODE shadow did not reach the options")
 	}
-	_, err = Install(ctx, c, opts)
+	_, err := Install(ctx, c, opts)
 	if err == nil || !strings.Contains(err.Error(), "shadow mode runs beside Karpenter") {
 		t.Fatalf("shadow Install without Karpenter's CRDs: %v", err)
 	}
@@ -95,7 +92,11 @@ func TestShadowInstallLeavesKarpentersCRDs(t *testing.T) {
 			t.Errorf("%+v: %v", bad, err)
 		}
 	}
-	if _, _, err := ParseProperties(map[string]any{"ClusterName": testCluster, "Mode": "dry"}); err == nil || !strings.Contains(err.Error(), "Mode") {
-		t.Errorf("Mode dry: %v", err)
+	// The decision stores are there for the functions to update.
+	for _, name := range ShadowStores() {
+		cm, err := c.Core.CoreV1().ConfigMaps(DefaultNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || cm.Labels[ShadowStoreLabel] != "true" {
+			t.Errorf("shadow store %s: %v %v", name, err, cm.GetLabels())
+		}
 	}
 }

@@ -11,9 +11,6 @@ import (
 // WatcherRoleName names the watcher's ClusterRole, Role and their bindings.
 const WatcherRoleName = "karpless-watcher"
 
-// ProvisioningLease is the provisioner's lease, the one Lease the watcher
-// reads (shared/ticks/provision's LeaseName; a test checks they agree).
-const ProvisioningLease = "karpless-provisioning"
 
 // WatcherRules are the watcher function's grants, read-only: it lists and
 // watches unbound pods, nodes and the provisioning lease, and writes

@@ -475,8 +475,8 @@ func (s *Stack) defineFunctions() error {
 			name: Bootstrap, id: "Bootstrap",
 			description: "Karpless bootstrap: installs CRDs, RBAC and defaults (CloudFormation custom resource)",
 			memoryMiB:   bootstrapMemoryMiB, timeout: bootstrapTimeout,
-			env:         s.bootstrapEnv(),
-			inline:      []awsiam.PolicyStatement{describeClusterStatement(cluster), describeOwnStackStatement()},
+			env:    s.bootstrapEnv(),
+			inline: []awsiam.PolicyStatement{describeClusterStatement(cluster), describeOwnStackStatement()},
 		},
 	}
 

@@ -190,7 +190,11 @@ func TestForgedRequestsChangeNothing(t *testing.T) {
 			{"Delete without properties", func() cfn.Event { ev := request(cfn.RequestDelete, settings); ev.ResourceProperties = nil; return ev }(), "SUCCESS"},
 			{"Update binding the controllers to another group", request(cfn.RequestUpdate, attackers, "ControllersGroup", "attackers"), "FAILED"},
 			{"Create with another namespace", request(cfn.RequestCreate, Options{ClusterName: testCluster, Namespace: "default"}, "Namespace", "default"), "FAILED"},
-			{"Delete answered to the attacker", func() cfn.Event { ev := request(cfn.RequestDelete, settings); ev.ResponseURL = collector.URL; return ev }(), ""},
+			{"Delete answered to the attacker", func() cfn.Event {
+				ev := request(cfn.RequestDelete, settings)
+				ev.ResponseURL = collector.URL
+				return ev
+			}(), ""},
 			{"Delete of another stack", func() cfn.Event {
 				ev := request(cfn.RequestDelete, settings)
 				ev.StackID = strings.Replace(stackID, "Karpless-", "Attacker-", 1)

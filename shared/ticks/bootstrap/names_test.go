@@ -8,8 +8,8 @@ import (
 	"github.com/karpless/karpless/shared/app"
 	"github.com/karpless/karpless/shared/aws/pricing"
 	"github.com/karpless/karpless/shared/aws/unavailable"
-	"github.com/karpless/karpless/shared/kube/pause"
 	"github.com/karpless/karpless/shared/function/shadow"
+	"github.com/karpless/karpless/shared/kube/pause"
 	"github.com/karpless/karpless/shared/ticks/disrupt"
 	"github.com/karpless/karpless/shared/ticks/provision"
 )

@@ -11,7 +11,6 @@ import (
 // WatcherRoleName names the watcher's ClusterRole, Role and their bindings.
 const WatcherRoleName = "karpless-watcher"
 
-
 // WatcherRules are the watcher function's grants, read-only: it lists and
 // watches unbound pods, nodes and the provisioning lease, and writes
 // nothing (it starts the provisioner through Lambda, not the cluster).

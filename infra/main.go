@@ -12,37 +12,55 @@
 //	assetsDir                 folder holding <fn>/bootstrap (default build)
 //	nodeRoleName              node role name (default KarpenterNodeRole-<cluster>)
 //	importNodeRole            true: use the existing role nodeRoleName
+//	nodeRolePath              the node role's IAM path (default /): an imported role's, or the created one's
 //	skipNodeAccessEntry       true: the node role already has an access entry
-//	nodeRoles                 further node roles (list), each Name[:windows][:create][:skipAccessEntry]:
+//	nodeRoles                 further node roles (list), each Name[:windows][:create][:skipAccessEntry][:path=/p/]:
 //	                          PassRole and an EC2_LINUX (EC2_WINDOWS with :windows) access entry each;
 //	                          :create makes the role, :skipAccessEntry leaves out its entry
 //	installDefaultNodePool    true: bootstrap installs a default NodePool and EC2NodeClass
 //	removeUserObjectsOnDelete true: bootstrap deletes user objects on stack deletion
 //	crdHash                   identity of the embedded CRDs (default dev)
-//	logRetentionDays          log retention of every function (default 30)
-//	metricsLevel              minimal (default: only the alarms' metrics are
-//	                          CloudWatch metrics, every figure a log field) or full
-//	responsiveness            continuous (default: the watcher function invokes
-//	                          the provisioner as soon as pods wait) or economy
-//	                          (no watcher; the next tick, within a minute)
-//	batchIdleDuration         the provisioner's BATCH_IDLE_DURATION (default 1s)
-//	batchMaxDuration          the provisioner's BATCH_MAX_DURATION (default 10s, at most 1m)
-//	spotToSpotConsolidation   true: the disruption function's SPOT_TO_SPOT_CONSOLIDATION
-//	logLevel                  every function's LOG_LEVEL: debug, info (default), warn, error
-//	mode                      active (default) or shadow: beside a running Karpenter, record
-//	                          the decisions Karpless would make and change nothing (docs/shadow.md)
-//	paused                    true: deploy paused (the bootstrap sets the pause
-//	                          switch); absent or false leaves the switch as it is
-//	alarms                    false: no CloudWatch alarms on throttled and
-//	                          dropped invocations (default true, $0.10 a month each)
-//	alarmTopicArn             an SNS topic the alarms notify
-//	reservedConcurrency       none (default) or a positive number reserved for
-//	                          each scheduled function (the account must keep
-//	                          100 unreserved; see docs/deploy.md)
-//	vpcId, subnetIds, securityGroupIds
-//	                          VPC placement of the functions (lists: comma-separated)
-//	stackName                 default Karpless-<clusterName>
-//	nag                       true: run cdk-nag's AwsSolutions checks
+//	ssmParameterPaths         prefixes of your own SSM parameters the functions may read (list), for
+//	                          amiSelectorTerms.ssmParameter outside /aws/service/
+
+// logRetentionDays          log retention of every function (default 30)
+// metricsLevel              minimal (default: only the alarms' metrics are
+//
+//	CloudWatch metrics, every figure a log field) or full
+//
+// responsiveness            continuous (default: the watcher function invokes
+//
+//	the provisioner as soon as pods wait) or economy
+//	(no watcher; the next tick, within a minute)
+//
+// batchIdleDuration         the provisioner's BATCH_IDLE_DURATION (default 1s)
+// batchMaxDuration          the provisioner's BATCH_MAX_DURATION (default 10s, at most 1m)
+// spotToSpotConsolidation   true: the disruption function's SPOT_TO_SPOT_CONSOLIDATION
+// logLevel                  every function's LOG_LEVEL: debug, info (default), warn, error
+// mode                      active (default) or shadow: beside a running Karpenter, record
+//
+//	the decisions Karpless would make and change nothing (docs/shadow.md)
+//
+// paused                    true: deploy paused (the bootstrap sets the pause
+//
+//	switch); absent or false leaves the switch as it is
+//
+// alarms                    false: no CloudWatch alarms on throttled and
+//
+//	dropped invocations (default true, $0.10 a month each)
+//
+// alarmTopicArn             an SNS topic the alarms notify
+// reservedConcurrency       none (default) or a positive number reserved for
+//
+//	each scheduled function (the account must keep
+//	100 unreserved; see docs/deploy.md)
+//
+// vpcId, subnetIds, securityGroupIds
+//
+//	VPC placement of the functions (lists: comma-separated)
+//
+// stackName                 default Karpless-<clusterName>
+// nag                       true: run cdk-nag's AwsSolutions checks
 package main
 
 import (
@@ -108,6 +126,8 @@ func configFromContext(app awscdk.App) (config, error) {
 		AssetsDir:                 c.str("assetsDir", stack.DefaultAssetsDir),
 		NodeRoleName:              c.str("nodeRoleName", ""),
 		ImportNodeRole:            c.boolean("importNodeRole"),
+		NodeRolePath:              c.str("nodeRolePath", ""),
+		SSMParameterPaths:         c.list("ssmParameterPaths"),
 		SkipNodeAccessEntry:       c.boolean("skipNodeAccessEntry"),
 		NodeRoles:                 c.nodeRoles("nodeRoles"),
 		InstallDefaultNodePool:    c.boolean("installDefaultNodePool"),

@@ -88,6 +88,43 @@ func describeClusterStatement(cluster string) awsiam.PolicyStatement {
 		&[]*string{clusterARN(cluster)}, nil)
 }
 
+// vpcStatement is what Lambda needs of a function's execution role to
+// place it in the VPC: the network interfaces in the given subnets, and
+// nothing else. The AWS managed AWSLambdaVPCAccessExecutionRole grants the
+// same actions on every network interface of the account ("*").
+// Describe calls have no resource-level permissions; creating an
+// interface names the interface, its subnet and its security groups; the
+// others act on interfaces of the given subnets only (ec2:Subnet).
+func vpcStatements(subnets []string, securityGroups []*string) []awsiam.PolicyStatement {
+	var subnetARNs []*string
+	for _, id := range subnets {
+		subnetARNs = append(subnetARNs, sub(ec2ARN+"subnet/"+id))
+	}
+	inSubnets := cond{"ArnLike": cond{"ec2:Subnet": subnetARNs}}
+	sgARNs := make([]*string, len(securityGroups))
+	for i, id := range securityGroups {
+		sgARNs[i] = awscdk.Fn_Join(jsii.String(""), &[]*string{sub(ec2ARN + "security-group/"), id})
+	}
+	referenced := append(subnetARNs, sgARNs...)
+	return []awsiam.PolicyStatement{
+		statement("AllowVPCNetworkInterfaceReads",
+			[]string{"ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets"},
+			jsii.Strings("*"),
+			cond{"StringEquals": cond{"aws:RequestedRegion": awscdk.Aws_REGION()}}),
+		statement("AllowVPCNetworkInterfaceCreation",
+			[]string{"ec2:CreateNetworkInterface"},
+			&[]*string{sub(ec2ARN + "network-interface/*")},
+			inSubnets),
+		statement("AllowVPCNetworkInterfaceSubnetsAndGroups",
+			[]string{"ec2:CreateNetworkInterface"},
+			&referenced, nil),
+		statement("AllowVPCNetworkInterfaceManagement",
+			[]string{"ec2:DeleteNetworkInterface", "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"},
+			&[]*string{sub(ec2ARN + "network-interface/*")},
+			inSubnets),
+	}
+}
+
 // describeOwnStackStatement lets the bootstrap read the status of its own
 // stack, and of no other: it acts on a Delete only while CloudFormation
 // shows that stack being deleted.
@@ -98,13 +135,19 @@ func describeOwnStackStatement() awsiam.PolicyStatement {
 }
 
 // readStatements: discovery reads every controller function makes.
-func readStatements(cluster string) []awsiam.PolicyStatement {
+// ssmPaths widen SSM reads beyond the public AMI parameters to the
+// account's parameters under those prefixes (ssmParameterPaths), for
+// EC2NodeClasses whose amiSelectorTerms name their own ssmParameter.
+func readStatements(cluster string, ssmPaths []string) []awsiam.PolicyStatement {
+	ssm := []string{ssmAWS}
+	for _, p := range ssmPaths {
+		ssm = append(ssm, "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter"+p+"*")
+	}
 	return []awsiam.PolicyStatement{
 		// Describe* calls do not support resource-level permissions: "*",
 		// pinned to the stack's region.
 		statement("AllowRegionalReadActions",
 			[]string{
-				"ec2:DescribeAvailabilityZones",
 				// capacityReservationSelectorTerms, and what reservations
 				// can still take (Karpenter's policy grants it too).
 				"ec2:DescribeCapacityReservations",
@@ -120,10 +163,11 @@ func readStatements(cluster string) []awsiam.PolicyStatement {
 			},
 			jsii.Strings("*"),
 			cond{"StringEquals": cond{"aws:RequestedRegion": awscdk.Aws_REGION()}}),
-		// Public parameters only (AMI aliases).
+		// Public parameters (AMI aliases), and the prefixes the stack
+		// was given.
 		statement("AllowSSMReadActions",
 			[]string{"ssm:GetParameter"},
-			subs(ssmAWS), nil),
+			subs(ssm...), nil),
 		statement("AllowInstanceProfileReadActions",
 			[]string{"iam:GetInstanceProfile"},
 			subs(iamIP), nil),

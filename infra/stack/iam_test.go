@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"slices"
 	"encoding/json"
 	"fmt"
 	"path"
@@ -22,7 +23,7 @@ import (
 // Lists are in CDK's rendering order (actions and resources sorted).
 var wantStatements = map[string]string{
 	"AllowRegionalReadActions": `{
-		"Action": ["ec2:DescribeAvailabilityZones", "ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstanceTypeOfferings",
+		"Action": ["ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstanceTypeOfferings",
 			"ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates",
 			"ec2:DescribePlacementGroups", "ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets"],
 		"Condition": {"StringEquals": {"aws:RequestedRegion": {"Ref": "AWS::Region"}}},
@@ -186,7 +187,7 @@ func TestIAMStatements(t *testing.T) {
 // (besides writing to its own log group).
 var wantActions = func() map[string][]string {
 	read := []string{
-		"ec2:DescribeAvailabilityZones", "ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstanceTypeOfferings",
+		"ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstanceTypeOfferings",
 		"ec2:DescribeInstanceTypes", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates",
 		"ec2:DescribePlacementGroups", "ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",
 		"ssm:GetParameter", "iam:GetInstanceProfile", "pricing:GetProducts", "eks:DescribeCluster",
@@ -247,7 +248,9 @@ func roleGrants(d map[string]any, roleID string) (stmts []map[string]any, awsMan
 	return stmts, awsManaged
 }
 
-func checkRoleActions(t *testing.T, s *Stack, d map[string]any, wantAWSManaged []string) {
+// checkRoleActions checks each function's role has exactly its actions
+// (wantActions) plus extra, and no AWS managed policy.
+func checkRoleActions(t *testing.T, s *Stack, d map[string]any, extra []string) {
 	for _, name := range functions.Names() {
 		stmts, awsManaged := roleGrants(d, logicalID(s, s.Roles[name]))
 		got := map[string]bool{}
@@ -263,12 +266,14 @@ func checkRoleActions(t *testing.T, s *Stack, d map[string]any, wantAWSManaged [
 			}
 		}
 		gotList := sortedKeys(got)
-		if strings.Join(gotList, " ") != strings.Join(wantActions[name], " ") {
-			t.Errorf("%s role actions:\n got %v\nwant %v", name, gotList, wantActions[name])
+		want := append(slices.Clone(wantActions[name]), extra...)
+		sort.Strings(want)
+		want = slices.Compact(want)
+		if strings.Join(gotList, " ") != strings.Join(want, " ") {
+			t.Errorf("%s role actions:\n got %v\nwant %v", name, gotList, want)
 		}
-		sort.Strings(awsManaged)
-		if strings.Join(awsManaged, " ") != strings.Join(wantAWSManaged, " ") {
-			t.Errorf("%s AWS managed policies: got %v, want %v", name, awsManaged, wantAWSManaged)
+		if len(awsManaged) > 0 {
+			t.Errorf("%s has AWS managed policies %v: every grant is the stack's own", name, awsManaged)
 		}
 	}
 }
@@ -538,9 +543,7 @@ func TestImportedNodeRole(t *testing.T) {
 			"PolicyDocument": assertions.Match_ObjectLike(&map[string]interface{}{
 				"Statement": assertions.Match_ArrayWith(&[]interface{}{assertions.Match_ObjectLike(&map[string]interface{}{
 					"Sid": "AllowPassingInstanceRole",
-					"Resource": map[string]interface{}{"Fn::Join": []interface{}{"", []interface{}{
-						"arn:", map[string]interface{}{"Ref": "AWS::Partition"}, ":iam::123456789012:role/KarpenterNodeRole-existing",
-					}}},
+					"Resource": map[string]interface{}{"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/KarpenterNodeRole-existing"},
 				})}),
 			}),
 		})
@@ -550,4 +553,90 @@ func TestImportedNodeRole(t *testing.T) {
 	}
 	checkRoleActions(t, s, d, nil)
 	checkNag(t, s)
+}
+
+// A node role with an IAM path: the imported role's ARN (PassRole and its
+// access entry) carries the path, a created role of nodeRoles is created
+// under its path, and a path that is not an IAM path is refused.
+func TestNodeRolePaths(t *testing.T) {
+	p := defaultProps()
+	p.NodeRoleName, p.ImportNodeRole, p.NodeRolePath = "KarpenterNodeRole-existing", true, "/platform/karpenter/"
+	team, err := ParseNodeRole("TeamB-Nodes:create:path=/teams/b/")
+	if err != nil || team.Path != "/teams/b/" {
+		t.Fatalf("ParseNodeRole: %+v %v", team, err)
+	}
+	p.NodeRoles = []NodeRole{team}
+	s, tm, d, err := synth(p, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imported := map[string]any{"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/platform/karpenter/KarpenterNodeRole-existing"}
+	check(t, "PassRole on the imported role's ARN with its path", func() {
+		tm.HasResourceProperties(jsii.String("AWS::IAM::ManagedPolicy"), &map[string]interface{}{
+			"PolicyDocument": assertions.Match_ObjectLike(&map[string]interface{}{
+				"Statement": assertions.Match_ArrayWith(&[]interface{}{assertions.Match_ObjectLike(&map[string]interface{}{
+					"Sid":      "AllowPassingInstanceRole",
+					"Resource": assertions.Match_ArrayWith(&[]interface{}{imported}),
+				})}),
+			}),
+		})
+	})
+	check(t, "the imported role's access entry names its path", func() {
+		tm.HasResourceProperties(jsii.String("AWS::EKS::AccessEntry"), &map[string]interface{}{"PrincipalArn": imported, "Type": "EC2_LINUX"})
+	})
+	check(t, "the created role is under its path", func() {
+		tm.HasResourceProperties(jsii.String("AWS::IAM::Role"), &map[string]interface{}{"RoleName": "TeamB-Nodes", "Path": "/teams/b/"})
+	})
+	checkNag(t, s)
+	for _, v := range guardViolations(d) {
+		t.Error(v)
+	}
+	for _, bad := range []string{"platform", "/platform", "platform/", "/a//b/", "/${AWS::AccountId}/"} {
+		q := defaultProps()
+		q.NodeRolePath = bad
+		if err := q.Validate(); err == nil || !strings.Contains(err.Error(), "nodeRolePath") {
+			t.Errorf("nodeRolePath %q: %v", bad, err)
+		}
+	}
+	if _, err := ParseNodeRole("X:path=nope"); err != nil {
+		t.Fatal(err) // parsed; refused by Validate below
+	}
+	q := defaultProps()
+	q.NodeRoles = []NodeRole{{Name: "X", Path: "nope"}}
+	if err := q.Validate(); err == nil || !strings.Contains(err.Error(), "not an IAM path") {
+		t.Errorf("nodeRoles path nope: %v", err)
+	}
+}
+
+// ssmParameterPaths widens SSM reads to the account's own parameters
+// under those prefixes; without it only EKS's public parameters are
+// readable, and a prefix under /aws/ or not a prefix is refused.
+func TestSSMParameterPaths(t *testing.T) {
+	p := defaultProps()
+	p.SSMParameterPaths = []string{"/platform/amis/", "/team-b/ami"}
+	_, tm, _, err := synth(p, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, "SSM reads under the prefixes", func() {
+		tm.HasResourceProperties(jsii.String("AWS::IAM::ManagedPolicy"), &map[string]interface{}{
+			"PolicyDocument": assertions.Match_ObjectLike(&map[string]interface{}{
+				"Statement": assertions.Match_ArrayWith(&[]interface{}{assertions.Match_ObjectEquals(&map[string]interface{}{
+					"Sid": "AllowSSMReadActions", "Effect": "Allow", "Action": "ssm:GetParameter",
+					"Resource": []any{ // CDK's order
+						map[string]any{"Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/platform/amis/*"},
+						map[string]any{"Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/team-b/ami*"},
+						map[string]any{"Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}::parameter/aws/service/*"},
+					},
+				})}),
+			}),
+		})
+	})
+	for _, bad := range []string{"platform/amis", "/aws/service/custom", "/x/${AWS::AccountId}", "/"} {
+		q := defaultProps()
+		q.SSMParameterPaths = []string{bad}
+		if err := q.Validate(); err == nil || !strings.Contains(err.Error(), "ssmParameterPaths") {
+			t.Errorf("ssmParameterPaths %q: %v", bad, err)
+		}
+	}
 }

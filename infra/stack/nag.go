@@ -79,12 +79,24 @@ func addNagSuppressions(s *Stack) {
 	}
 
 	if s.Props.InVPC() {
-		for _, name := range s.Props.Functions() {
-			suppress(s.Roles[name], suppression("AwsSolutions-IAM4",
-				"Placed in a VPC, Lambda creates and deletes the function's network interfaces with the execution role; "+
-					"AWSLambdaVPCAccessExecutionRole is the grant Lambda documents for it and holds only those ENI actions.",
-				nagManagedPolicy("service-role/AWSLambdaVPCAccessExecutionRole")))
+		findings := []string{"Resource::*", "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:*:network-interface/*"}
+		for _, id := range s.Props.SubnetIDs {
+			findings = append(findings, "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:*:subnet/"+id)
 		}
+		sgs := s.Props.SecurityGroupIDs
+		if len(sgs) == 0 {
+			sgs = []string{"<FunctionsSecurityGroup.GroupId>"}
+		}
+		for _, id := range sgs {
+			findings = append(findings, "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:*:security-group/"+id)
+		}
+		suppress(s.ManagedPolicies[VPCPolicyID], suppression("AwsSolutions-IAM5",
+			"Placed in a VPC, Lambda creates and deletes the functions' network interfaces with their roles. "+
+				"DescribeNetworkInterfaces and DescribeSubnets support no resource-level permissions ('*', pinned to the region); "+
+				"a new interface's ID is unknown ('network-interface/*'), so creating, deleting and re-addressing one is limited by "+
+				"ec2:Subnet to the functions' subnets; the subnets and security groups are named by ID, in any account "+
+				"(a shared VPC's belong to its owner).",
+			findings...))
 	}
 
 	suppress(s.Roles[Disruption],

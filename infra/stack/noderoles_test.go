@@ -31,9 +31,7 @@ func TestSeveralNodeRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	winRole := logicalID(s, s.NodeRoles["KarpenterWindowsNodeRole-demo"])
-	teamB := map[string]any{"Fn::Join": []any{"", []any{
-		"arn:", map[string]any{"Ref": "AWS::Partition"}, ":iam::123456789012:role/TeamB-Nodes",
-	}}}
+	teamB := map[string]any{"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/TeamB-Nodes"}
 	entries := []struct {
 		what      string
 		principal any

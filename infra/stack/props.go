@@ -60,6 +60,15 @@ type Props struct {
 	// instance the one Karpenter's getting-started template made).
 	NodeRoleName   string
 	ImportNodeRole bool
+	// NodeRolePath is the node role's IAM path ("/" when empty): the
+	// path of an imported role (its ARN, which iam:PassRole and the access
+	// entry are checked against, carries it), or the one a created role
+	// gets.
+	NodeRolePath string
+	// SSMParameterPaths are prefixes of the account's SSM parameters the
+	// functions may read, for amiSelectorTerms.ssmParameter outside
+	// EKS's public /aws/service/ (which is always readable).
+	SSMParameterPaths []string
 	// SkipNodeAccessEntry leaves out the EC2_LINUX access entry of the node
 	// role, for a role that already has one.
 	SkipNodeAccessEntry bool
@@ -153,9 +162,11 @@ const MaxNodeRoles = 10
 
 // NodeRole is one of Props.NodeRoles.
 type NodeRole struct {
-	// Name is the IAM role's name: no ARN and no path (PassRole and the
-	// access entry are written for role/<Name>).
+	// Name is the IAM role's name: no ARN and no path.
 	Name string
+	// Path is the role's IAM path ("/" when empty): iam:PassRole and the
+	// access entry name role<Path><Name>.
+	Path string
 	// Windows: the role's nodes run Windows, and its access entry is of
 	// type EC2_WINDOWS (EC2_LINUX otherwise). An access entry has one type,
 	// so Linux and Windows nodes need different roles.
@@ -173,6 +184,7 @@ const (
 	nodeRoleWindows         = "windows"
 	nodeRoleCreate          = "create"
 	nodeRoleSkipAccessEntry = "skipAccessEntry"
+	nodeRolePathPrefix      = "path="
 )
 
 // ParseNodeRole reads a nodeRoles context entry: the role name, then
@@ -189,9 +201,11 @@ func ParseNodeRole(s string) (NodeRole, error) {
 			r.Create = true
 		case strings.EqualFold(m, nodeRoleSkipAccessEntry):
 			r.SkipAccessEntry = true
+		case strings.HasPrefix(m, nodeRolePathPrefix):
+			r.Path = strings.TrimPrefix(m, nodeRolePathPrefix)
 		default:
-			return r, fmt.Errorf("nodeRoles: %q: unknown modifier %q (use %s, %s or %s after the role name, e.g. MyWindowsNodes:%s)",
-				s, m, nodeRoleWindows, nodeRoleCreate, nodeRoleSkipAccessEntry, nodeRoleWindows)
+			return r, fmt.Errorf("nodeRoles: %q: unknown modifier %q (use %s, %s, %s or %s/<path>/ after the role name, e.g. MyWindowsNodes:%s)",
+				s, m, nodeRoleWindows, nodeRoleCreate, nodeRoleSkipAccessEntry, nodeRolePathPrefix, nodeRoleWindows)
 		}
 	}
 	return r, nil
@@ -211,11 +225,16 @@ var (
 	accountRE     = regexp.MustCompile(`^[0-9]{12}$`)
 	regionRE      = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
 	roleNameRE    = regexp.MustCompile(`^[A-Za-z0-9+=,.@_-]{1,64}$`)
-	vpcRE         = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
-	subnetRE      = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
-	sgRE          = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
-	crdHashRE     = regexp.MustCompile(`^[A-Za-z0-9._:+-]{1,128}$`)
-	snsTopicRE    = regexp.MustCompile(`^arn:aws[a-z-]*:sns:[a-z]{2}(-[a-z]+)+-[0-9]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$`)
+	// rolePathRE is an IAM path: slashes around segments of IAM's name
+	// characters ("${" could not reach the Fn::Sub the ARN is written in).
+	rolePathRE = regexp.MustCompile(`^/([A-Za-z0-9+=,.@_-]+/)*$`)
+	// ssmPathRE is a prefix of SSM parameter names.
+	ssmPathRE  = regexp.MustCompile(`^/[A-Za-z0-9_.\-/]{1,1000}$`)
+	vpcRE      = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
+	subnetRE   = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
+	sgRE       = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
+	crdHashRE  = regexp.MustCompile(`^[A-Za-z0-9._:+-]{1,128}$`)
+	snsTopicRE = regexp.MustCompile(`^arn:aws[a-z-]*:sns:[a-z]{2}(-[a-z]+)+-[0-9]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$`)
 )
 
 // retentionDays are the retention periods CloudWatch Logs accepts.
@@ -326,6 +345,17 @@ func (p Props) Validate() error {
 	}
 
 	errs = append(errs, p.validateNodeRoles()...)
+	if p.NodeRolePath != "" && (!rolePathRE.MatchString(p.NodeRolePath) || len(p.NodeRolePath) > 512) {
+		bad("nodeRolePath %q is not an IAM path (/ or /segment/.../, at most 512 characters)", p.NodeRolePath)
+	}
+	for _, sp := range p.SSMParameterPaths {
+		switch {
+		case !ssmPathRE.MatchString(sp):
+			bad("ssmParameterPaths: %q is not a prefix of SSM parameter names (/ then letters, digits and _.-/)", sp)
+		case strings.HasPrefix(sp, "/aws/"):
+			bad("ssmParameterPaths: %q is under /aws/, EKS's public parameters, which are always readable (/aws/service/*); list only your own", sp)
+		}
+	}
 
 	if !crdHashRE.MatchString(p.CRDHash) {
 		bad("crdHash %q must be 1-128 characters of letters, digits and ._:+-", p.CRDHash)
@@ -412,7 +442,10 @@ func (p Props) validateNodeRoles() []error {
 			errs = append(errs, errors.New("nodeRoles: an entry has no role name"))
 			continue
 		case strings.HasPrefix(r.Name, "arn:") || strings.Contains(r.Name, "/"):
-			errs = append(errs, fmt.Errorf("nodeRoles: %q: give the role's name, not an ARN or a path (roles with a path are not supported)", r.Name))
+			errs = append(errs, fmt.Errorf("nodeRoles: %q: give the role's name, not an ARN or a path (a path goes in the %s/<path>/ modifier)", r.Name, nodeRolePathPrefix))
+			continue
+		case r.Path != "" && !rolePathRE.MatchString(r.Path):
+			errs = append(errs, fmt.Errorf("nodeRoles: %q: path %q is not an IAM path (/ or /segment/.../)", r.Name, r.Path))
 			continue
 		case !roleNameRE.MatchString(r.Name):
 			errs = append(errs, fmt.Errorf("nodeRoles: %q is not a valid IAM role name (1-64 of letters, digits and +=,.@_-)", r.Name))

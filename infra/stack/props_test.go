@@ -149,7 +149,7 @@ func TestParseNodeRole(t *testing.T) {
 		{" Win : windows ", NodeRole{Name: "Win", Windows: true}, ""},
 		{"Win:Windows:create", NodeRole{Name: "Win", Windows: true, Create: true}, ""},
 		{"Old:skipAccessEntry", NodeRole{Name: "Old", SkipAccessEntry: true}, ""},
-		{"Win:linux", NodeRole{}, `nodeRoles: "Win:linux": unknown modifier "linux" (use windows, create or skipAccessEntry after the role name, e.g. MyWindowsNodes:windows)`},
+		{"Win:linux", NodeRole{}, `nodeRoles: "Win:linux": unknown modifier "linux" (use windows, create, skipAccessEntry or path=/<path>/ after the role name, e.g. MyWindowsNodes:windows)`},
 		{"Win:", NodeRole{}, `unknown modifier ""`},
 	}
 	for _, c := range cases {

@@ -130,6 +130,9 @@ const (
 	LaunchPolicyID            = "ControllerLaunchPolicy"
 	InstanceProfilePolicyID   = "InstanceProfilePolicy"
 	InstanceProfileGCPolicyID = "InstanceProfileGCPolicy"
+	// VPCPolicyID: the network interfaces Lambda makes with each
+	// function's role when the functions are placed in a VPC.
+	VPCPolicyID = "FunctionsVPCPolicy"
 )
 
 // ControllersGroup is the Kubernetes group the controller functions'
@@ -237,22 +240,28 @@ func (s *Stack) cluster() string { return s.Props.ClusterName }
 // role, then Props.NodeRoles. Construct IDs derive from role names, not
 // positions, so reordering the list replaces nothing.
 func (s *Stack) defineNodeRoles() {
-	s.NodeRole = s.nodeRole("NodeRole", s.Props.NodeRoleName, !s.Props.ImportNodeRole, "")
+	s.NodeRole = s.nodeRole("NodeRole", s.Props.NodeRoleName, s.Props.NodeRolePath, !s.Props.ImportNodeRole, "")
 	s.NodeRoles[s.Props.NodeRoleName] = s.NodeRole
 	for _, r := range s.Props.NodeRoles {
 		kind := "Linux "
 		if r.Windows {
 			kind = "Windows "
 		}
-		s.NodeRoles[r.Name] = s.nodeRole("NodeRole-"+r.Name, r.Name, r.Create, kind)
+		s.NodeRoles[r.Name] = s.nodeRole("NodeRole-"+r.Name, r.Name, r.Path, r.Create, kind)
 	}
 }
 
-// nodeRole creates the role name (or imports it when !create). kind goes
-// into the description ("Windows ", or "" for the default node role).
-func (s *Stack) nodeRole(id, name string, create bool, kind string) awsiam.IRole {
+// nodeRole creates the role name under path (or imports it when !create).
+// kind goes into the description ("Windows ", or "" for the default node
+// role). An imported role's ARN carries its path: iam:PassRole and the
+// access entry are checked against the role's full ARN.
+func (s *Stack) nodeRole(id, name, path string, create bool, kind string) awsiam.IRole {
+	if path == "" {
+		path = "/"
+	}
 	if !create {
-		return awsiam.Role_FromRoleName(s.Stack, jsii.String(id), jsii.String(name), nil)
+		return awsiam.Role_FromRoleArn(s.Stack, jsii.String(id),
+			sub("arn:${AWS::Partition}:iam::${AWS::AccountId}:role"+path+name), nil)
 	}
 	managed := make([]awsiam.IManagedPolicy, len(nodeRoleManagedPolicies))
 	for i, name := range nodeRoleManagedPolicies {
@@ -260,6 +269,7 @@ func (s *Stack) nodeRole(id, name string, create bool, kind string) awsiam.IRole
 	}
 	return awsiam.NewRole(s.Stack, jsii.String(id), &awsiam.RoleProps{
 		RoleName:        jsii.String(name),
+		Path:            jsii.String(path),
 		Description:     jsii.String("Role of the " + kind + "nodes Karpless launches for EKS cluster " + s.cluster()),
 		AssumedBy:       ec2Principal(),
 		ManagedPolicies: &managed,
@@ -404,7 +414,7 @@ func (s *Stack) defineFunctions() error {
 		s.ManagedPolicies[id] = mp
 		return mp
 	}
-	read := policy(ReadPolicyID, "discovery reads of the controller functions", readStatements(cluster))
+	read := policy(ReadPolicyID, "discovery reads of the controller functions", readStatements(cluster, s.Props.SSMParameterPaths))
 	// A shadow stack grants no mutating action at all: the functions'
 	// transports refuse every mutation, and IAM would too.
 	var launch, profiles, profilesGC awsiam.ManagedPolicy
@@ -481,8 +491,15 @@ func (s *Stack) defineFunctions() error {
 	}
 
 	var vpc *awslambda.CfnFunction_VpcConfigProperty
+	var vpcPolicy []awsiam.ManagedPolicy
 	if s.Props.InVPC() {
 		vpc = s.vpcConfig()
+		// Every function runs in the VPC: Lambda makes its network
+		// interfaces with its role.
+		vpcPolicy = append(vpcPolicy, policy(VPCPolicyID, "the functions' network interfaces in their subnets", vpcStatements(s.Props.SubnetIDs, *vpc.SecurityGroupIds)))
+		for i := range fns {
+			fns[i].managed = append(fns[i].managed, vpcPolicy...)
+		}
 	}
 
 	for _, f := range fns {
@@ -501,6 +518,7 @@ func (s *Stack) defineFunctions() error {
 				"PROVISIONER_FUNCTION_NAME": s.Functions[Provisioner].FunctionName(),
 				"BATCH_IDLE_DURATION":       batchIdleEnv, "BATCH_MAX_DURATION": batchMaxEnv,
 			},
+			managed: vpcPolicy,
 			inline: []awsiam.PolicyStatement{
 				describeClusterStatement(cluster),
 				invokeStatement(s.Functions[Provisioner].FunctionArn()),
@@ -583,12 +601,6 @@ func (s *Stack) defineFunction(f function, vpc *awslambda.CfnFunction_VpcConfigP
 	})
 	for _, mp := range f.managed {
 		role.AddManagedPolicy(mp)
-	}
-	if vpc != nil {
-		// Lambda creates the functions' network interfaces with the
-		// execution role; this AWS managed policy is the documented grant
-		// (ENI create/describe/delete and private IP (un)assignment).
-		role.AddManagedPolicy(awsiam.ManagedPolicy_FromAwsManagedPolicyName(jsii.String("service-role/AWSLambdaVPCAccessExecutionRole")))
 	}
 	role.AddToPrincipalPolicy(logStatement(logGroup.LogGroupArn()))
 	for _, st := range f.inline {

@@ -11,9 +11,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -216,6 +218,21 @@ func TestRBACSufficesForTheControllersCode(t *testing.T) {
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("lease release: %v", err)
+	}
+	// Other leases of the namespace (the scheduler's, the controller
+	// manager's, another tool's) are not the controllers' to renew or take,
+	// as Karpenter's chart limits update and patch to its own lease.
+	other := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses-leader-election", Namespace: o.Namespace}}
+	if _, err := e.Clients.Core.CoordinationV1().Leases(o.Namespace).Create(ctx, other, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	theirs := lease.New(c.Core.CoordinationV1(), o.Namespace, "someone-elses-leader-election", "tick-1", 30*time.Second, clk)
+	if ok, err := theirs.TryAcquire(ctx); ok || !apierrors.IsForbidden(err) {
+		t.Errorf("taking another lease as the controllers: acquired=%v, err %v; want Forbidden", ok, err)
+	}
+	if _, err := c.Core.CoordinationV1().Leases(o.Namespace).Patch(ctx, "someone-elses-leader-election", types.MergePatchType,
+		[]byte(`{"spec":{"holderIdentity":"karpless"}}`), metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("patching another lease as the controllers: want Forbidden, got %v", err)
 	}
 
 	cache, err := unavailable.Load(ctx, c.Core.CoreV1(), o.Namespace, time.Minute, clk)

@@ -1,11 +1,11 @@
 package stack
 
 import (
-	"slices"
 	"encoding/json"
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -542,7 +542,7 @@ func TestImportedNodeRole(t *testing.T) {
 		tm.HasResourceProperties(jsii.String("AWS::IAM::ManagedPolicy"), &map[string]interface{}{
 			"PolicyDocument": assertions.Match_ObjectLike(&map[string]interface{}{
 				"Statement": assertions.Match_ArrayWith(&[]interface{}{assertions.Match_ObjectLike(&map[string]interface{}{
-					"Sid": "AllowPassingInstanceRole",
+					"Sid":      "AllowPassingInstanceRole",
 					"Resource": map[string]interface{}{"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/KarpenterNodeRole-existing"},
 				})}),
 			}),

@@ -189,7 +189,9 @@ func (w *World) ListPods() []corev1.Pod {
 // WaitUnschedulable waits until kube-scheduler marked n pods unschedulable.
 func (w *World) WaitUnschedulable(n int) {
 	w.T.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	// kube-scheduler marks them; on a loaded machine it can take a while.
+	// The timeout only bounds a world that is stuck.
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
 		c := 0
 		for _, p := range w.ListPods() {
 			if podutil.IsUnschedulable(&p) {

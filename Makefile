@@ -28,7 +28,7 @@ CDK_ARGS     ?=
 # Identity of the CRDs the bootstrap embeds; a change makes CloudFormation re-run it.
 CRD_HASH     := $(shell cat shared/apis/crds/*.yaml 2>/dev/null | sha256sum | cut -c1-16)
 
-.PHONY: all demo test checks soak unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
+.PHONY: all demo test test-loaded checks soak unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
 
 all: test
 
@@ -79,6 +79,11 @@ vet:
 	$(GO) vet ./...
 	@out=$$("$$($(GO) env GOROOT)/bin/gofmt" -l functions events shared infra cmd bench); \
 	if [ -n "$$out" ]; then echo "not gofmt-ed (run gofmt -w):"; echo "$$out"; exit 1; fi
+
+## test-loaded: make test beside two CPU-bound processes (a busy laptop's
+## share of two cores); the last line is test-loaded: passed|failed in <s> s.
+test-loaded:
+	hack/test-loaded.sh
 
 ## test: everything CI runs. Integration tests need the control plane; with
 ## KARPLESS_REQUIRE_KUBE=1 a missing one is a failure, never a silent skip.

@@ -212,7 +212,6 @@ func (c *chaos) due(ctx context.Context) {
 			c.w.emu.RemoveFault(id)
 			delete(c.ice, id)
 			c.w.inv.outage(id, "", "", false)
-			c.w.inv.changed()
 			c.w.inv.note("capacity comes back (fault %d lifted)", id)
 		}
 	}
@@ -372,7 +371,6 @@ func (c *chaos) interrupt(ctx context.Context, kind emulator.EventKind) {
 		return
 	}
 	c.actions++
-	c.w.inv.changed()
 	c.w.inv.note("fault: EC2 sends %s for %s (%s %s, node %s)", kind, i.ID, i.InstanceType, i.CapacityType, i.NodeName)
 }
 
@@ -403,7 +401,6 @@ func (c *chaos) impair(context.Context) {
 	}
 	c.w.inv.impairedAt(i.ID, due)
 	c.actions++
-	c.w.inv.changed()
 	c.w.inv.note("fault: EC2 reports %s (%s %s, node %s): %s", i.ID, i.InstanceType, i.CapacityType, i.NodeName, what)
 }
 
@@ -414,7 +411,6 @@ func (c *chaos) releaseAMI(context.Context) {
 	release := fmt.Sprintf("v2027%02d%02d", 1+c.amiSeq/28%12, 1+c.amiSeq%28)
 	imgs := c.w.emu.UpdateAMIs(release)
 	c.actions++
-	c.w.inv.changed()
 	c.w.inv.note("fault: EKS publishes AMI release %s (%d images)", release, len(imgs))
 }
 
@@ -461,7 +457,6 @@ func (c *chaos) editNodePool(ctx context.Context) {
 		c.w.inv.budgetsEdited(np.Name, before)
 	}
 	c.actions++
-	c.w.inv.changed()
 	c.w.inv.note("fault: NodePool general edited: %s", what)
 }
 
@@ -490,6 +485,5 @@ func (c *chaos) takeCapacity(context.Context) {
 		c.w.inv.outage(id, ct, zone, true)
 	}
 	c.actions++
-	c.w.inv.changed()
 	c.w.inv.note("fault: EC2 runs out of %s for %s", what, dur)
 }

@@ -41,9 +41,12 @@ const (
 	// deleting within three ticks.
 	impairedLimit = 3*time.Minute + 30*time.Second
 	// pendingLimit: every pod runs within five minutes of being created,
-	// or of the last change that took capacity away or made nodes move
-	// (an interruption, an AMI release, a NodePool edit, capacity running
-	// out or coming back), whichever is later.
+	// or of the last moment no capacity was available to it (every zone
+	// and capacity type its pools allow out, or, for a pod spread over
+	// zones, one of its zones out), plus the time EC2's capacity errors
+	// stay marked, whichever is later. Nothing else restarts a pod's clock:
+	// an interruption, a drift or a NodePool edit makes new pods, and a
+	// pod the functions ignore is late whatever else happens.
 	pendingLimit = 5 * time.Minute
 	// costTolerance: at quiescence the cluster costs at most this much more
 	// than a fresh simulation of the same pods.
@@ -65,9 +68,6 @@ type invariants struct {
 	commands   map[string]bool
 
 	worldMoves atomic.Int64
-	// lastChange is when the chaos schedule last took capacity away or made
-	// nodes move (guarded by mu).
-	lastChange time.Time
 	// outages are the zone-wide capacity removals in force, as
 	// "capacity-type/zone" by fault id; blockedAt is when each claim last
 	// had every offering it allows taken away by them (both guarded by mu).
@@ -79,6 +79,9 @@ type invariants struct {
 	// impaired is, per instance EC2 reports broken or retiring, when its
 	// claim became due for replacement (guarded by mu).
 	impaired map[string]time.Time
+	// podBlockedAt is when each pending pod last had no capacity available
+	// to it (guarded by mu).
+	podBlockedAt map[string]time.Time
 }
 
 // budgetEdit is an edit of a NodePool's budgets: when the API server had
@@ -168,16 +171,9 @@ func (v *invariants) unlaunchedSince(nc *karpv1.NodeClaim, now time.Time) time.T
 	return since
 }
 
-// changed records a change the pending-pod invariant counts from.
-func (v *invariants) changed() {
-	v.mu.Lock()
-	v.lastChange = v.w.now()
-	v.mu.Unlock()
-}
-
 func newInvariants(w *world) *invariants {
 	return &invariants{w: w, reported: map[string]bool{}, evictions: map[string]int{}, orphans: map[string]time.Time{}, commands: map[string]bool{},
-		outages: map[emulator.FaultID]string{}, blockedAt: map[string]time.Time{}, budgetEdits: map[string][]budgetEdit{}}
+		outages: map[emulator.FaultID]string{}, blockedAt: map[string]time.Time{}, budgetEdits: map[string][]budgetEdit{}, podBlockedAt: map[string]time.Time{}}
 }
 
 // note adds an event to the log a violation report shows.
@@ -378,28 +374,121 @@ func (v *invariants) check(ctx context.Context) {
 				"nodeclaim %s on instance %s, due for replacement %s ago, is not deleting", nc.Name, id, now.Sub(due).Round(time.Second))
 		}
 	}
-	// Pods run within five minutes.
+	// Pods run within five minutes of capacity being available to them.
+	pools, err := v.w.admin.NodePools.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
 	v.mu.Lock()
-	since := v.lastChange
+	out := map[string]bool{}
+	for _, o := range v.outages {
+		out[o] = true
+	}
 	v.mu.Unlock()
+	pending := map[string]bool{}
 	for _, p := range v.w.pods(ctx) {
 		if p.DeletionTimestamp != nil || podutil.IsTerminal(&p) || p.Status.Phase == corev1.PodRunning {
 			continue
 		}
-		from := p.CreationTimestamp.Time
-		if since.After(from) {
-			from = since
+		pending[p.Name] = true
+		v.mu.Lock()
+		if !capacityFor(&p, pools.Items, out) {
+			v.podBlockedAt[p.Name] = now
 		}
+		from := p.CreationTimestamp.Time
+		if b, ok := v.podBlockedAt[p.Name]; ok && b.Add(timing.DefaultUnavailableOfferingsTTL).After(from) {
+			from = b.Add(timing.DefaultUnavailableOfferingsTTL)
+		}
+		v.mu.Unlock()
 		if age := now.Sub(p.CreationTimestamp.Time); now.Sub(from) > pendingLimit {
 			where := "unbound"
 			if p.Spec.NodeName != "" {
 				where = "bound to " + p.Spec.NodeName
 			}
-			v.violate("pending/"+p.Name, "every pod Running within 5 virtual minutes",
-				"pod %s %s, not running after %s: %s", p.Name, where, age.Round(time.Second), podReason(&p))
+			v.violate("pending/"+p.Name, "every pod Running within 5 virtual minutes of capacity being available to it",
+				"pod %s %s, not running after %s (%s of them with capacity available to it): %s", p.Name, where, age.Round(time.Second), now.Sub(from).Round(time.Second), podReason(&p))
 		}
 	}
+	v.mu.Lock()
+	for name := range v.podBlockedAt {
+		if !pending[name] {
+			delete(v.podBlockedAt, name)
+		}
+	}
+	v.mu.Unlock()
 	v.checkBudgets(claims.Items)
+}
+
+// capacityFor judges, without the functions' help, whether EC2 could now
+// give p a node: some NodePool whose taints p tolerates, whose
+// requirements p's node selector and GPU request allow, has a zone and
+// capacity type (both as the pool allows them) that no outage took. A pod
+// spread over zones (DoNotSchedule) may need any of its zones, so each of
+// them needs one. Instance types are not judged: EC2 runs out of a type
+// only where the chaos says so, and every pool allows many.
+func capacityFor(p *corev1.Pod, pools []karpv1.NodePool, out map[string]bool) bool {
+	spread := false
+	for _, c := range p.Spec.TopologySpreadConstraints {
+		spread = spread || (c.TopologyKey == wellknown.ZoneLabel && c.WhenUnsatisfiable == corev1.DoNotSchedule)
+	}
+	_, gpu := p.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"]
+	zoneOK := map[string]bool{}
+	zonesAllowed := map[string]bool{}
+	for i := range pools {
+		np := &pools[i]
+		if np.DeletionTimestamp != nil || !tolerated(p, np.Spec.Template.Spec.Taints) {
+			continue
+		}
+		reqs := scheduling.RequirementsFromNodePool(np.Spec.Template.Spec.Requirements)
+		if gpu != reqs.Has(wellknown.InstanceGPUManufacturerLabel) {
+			continue // GPU pods go to the GPU pool, the others not
+		}
+		if arch, ok := p.Spec.NodeSelector[wellknown.ArchLabel]; ok && reqs.Has(wellknown.ArchLabel) && !reqs.Get(wellknown.ArchLabel).Has(arch) {
+			continue
+		}
+		for _, z := range soakZones {
+			if reqs.Has(wellknown.ZoneLabel) && !reqs.Get(wellknown.ZoneLabel).Has(z) {
+				continue
+			}
+			zonesAllowed[z] = true
+			for _, ct := range []string{wellknown.CapacityTypeSpot, wellknown.CapacityTypeOnDemand} {
+				if (!reqs.Has(wellknown.CapacityTypeLabel) || reqs.Get(wellknown.CapacityTypeLabel).Has(ct)) && !out[ct+"/"+z] {
+					zoneOK[z] = true
+				}
+			}
+		}
+	}
+	if len(zoneOK) == 0 {
+		return false
+	}
+	if spread {
+		for z := range zonesAllowed {
+			if !zoneOK[z] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// tolerated says whether p tolerates every NoSchedule/NoExecute taint.
+func tolerated(p *corev1.Pod, taints []corev1.Taint) bool {
+	for i := range taints {
+		t := &taints[i]
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		ok := false
+		for _, tol := range p.Spec.Tolerations {
+			keyOK := tol.Key == t.Key || (tol.Key == "" && tol.Operator == corev1.TolerationOpExists)
+			valueOK := tol.Operator == corev1.TolerationOpExists || tol.Value == t.Value
+			ok = ok || (keyOK && valueOK && (tol.Effect == "" || tol.Effect == t.Effect))
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func podReason(p *corev1.Pod) string {

@@ -11,6 +11,7 @@ import (
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/disruption"
+	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/local/emulator"
@@ -171,36 +172,112 @@ func TestUnlaunchedSince(t *testing.T) {
 	}
 }
 
-// TestHeldByRule: a NodeClaim counts as kept by Karpenter's rules only
-// when the disruption function's latest Unconsolidatable Event on it says
-// so: the spot-to-spot rule anywhere, no cheaper replacement only in a
-// NodePool whose budget takes one node at a time.
-func TestHeldByRule(t *testing.T) {
-	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	ev := func(kind, name, msg string, minute int) corev1.Event {
-		return corev1.Event{Reason: "Unconsolidatable", Message: msg, LastTimestamp: metav1.NewTime(at.Add(time.Duration(minute) * time.Minute)),
-			InvolvedObject: corev1.ObjectReference{Kind: kind, Name: name}}
-	}
+// TestHeld: the reference keeps a NodeClaim by Karpenter's rules only
+// as judged from the cluster: the spot-to-spot rule anywhere, no move at
+// all only in a NodePool whose budget takes one node at a time.
+func TestHeld(t *testing.T) {
 	claim := func(name, pool string) *karpv1.NodeClaim {
 		return &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{wellknown.NodePoolLabel: pool}}}
 	}
-	spot := "SpotToSpotConsolidation requires 15 cheaper instance type options than the current candidate to consolidate, got 8"
-	cheaper := "Can't replace with a cheaper node (the room left on other nodes cannot take all its pods)"
-	got := heldByRule([]corev1.Event{
-		ev("NodeClaim", "held", spot, 1),
-		ev("NodeClaim", "was-held", spot, 1), ev("NodeClaim", "was-held", cheaper, 2),
-		ev("NodeClaim", "now-held", cheaper, 1), ev("NodeClaim", "now-held", spot, 3),
-		ev("Node", "a-node", spot, 1),
-		ev("NodeClaim", "cheapest", cheaper, 1),
-		ev("NodeClaim", "one-at-a-time", cheaper, 1),
-		ev("NodeClaim", "was-stuck", cheaper, 1), ev("NodeClaim", "was-stuck", "Consolidation is waiting for consolidateAfter", 2),
+	got := held(map[string]move{
+		"spot-rule":       {none: true, spotRule: true},
+		"spot-rule-wide":  {none: true, spotRule: true},
+		"stuck-narrow":    {none: true},
+		"stuck-wide":      {none: true},
+		"movable-narrow":  {},
+		"not-initialized": {},
 	}, map[string]bool{"narrow": true}, []*karpv1.NodeClaim{
-		claim("held", "wide"), claim("was-held", "narrow"), claim("now-held", "wide"), claim("cheapest", "wide"),
-		claim("one-at-a-time", "narrow"), claim("was-stuck", "narrow"),
+		claim("spot-rule", "narrow"), claim("spot-rule-wide", "wide"), claim("stuck-narrow", "narrow"), claim("stuck-wide", "wide"),
+		claim("movable-narrow", "narrow"), claim("unknown", "narrow"),
 	})
-	want := map[string]bool{"held": true, "now-held": true, "was-held": true, "one-at-a-time": true}
+	want := map[string]bool{"spot-rule": true, "spot-rule-wide": true, "stuck-narrow": true}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("held %v; want %v", got, want)
+	}
+}
+
+// TestCheaperTypes counts the types a replacement could launch as that
+// are cheaper than the node it replaces: only available offerings in the
+// zones and capacity types the claim allows.
+func TestCheaperTypes(t *testing.T) {
+	it := func(name string, os ...scheduling.Offering) *scheduling.InstanceType {
+		return &scheduling.InstanceType{Name: name, Offerings: os}
+	}
+	o := func(zone, ct string, price float64, available bool) scheduling.Offering {
+		return scheduling.Offering{Zone: zone, CapacityType: ct, Price: price, Available: available}
+	}
+	n := &scheduling.NewNodeClaim{
+		Requirements: []karpv1.NodeSelectorRequirementWithMinValues{
+			{Key: wellknown.ZoneLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"us-west-2a", "us-west-2b"}},
+		},
+		InstanceTypes: []*scheduling.InstanceType{
+			it("spot-cheap", o("us-west-2a", "spot", 0.02, true), o("us-west-2a", "on-demand", 0.08, true)),
+			it("od-cheap", o("us-west-2b", "on-demand", 0.04, true)),
+			it("other-zone", o("us-west-2c", "spot", 0.01, true)),
+			it("unavailable", o("us-west-2a", "spot", 0.01, false)),
+			it("dear", o("us-west-2a", "spot", 0.09, true)),
+		},
+	}
+	if all, spot := cheaperTypes(n, 0.05); all != 2 || spot != 1 {
+		t.Errorf("cheaper than $0.05: %d types, %d spot; want 2 and 1", all, spot)
+	}
+}
+
+// TestCapacityFor: a pending pod has capacity when a pool it may use has
+// a zone and capacity type no outage took; a zone-spread pod needs one in
+// every zone; a GPU pod only counts the GPU pool.
+func TestCapacityFor(t *testing.T) {
+	all := pools()
+	var general, gpuPool karpv1.NodePool
+	for _, np := range all {
+		if np.Name == "general" {
+			general = *np
+		} else {
+			gpuPool = *np
+		}
+	}
+	pod := func(shape func(*corev1.PodTemplateSpec)) *corev1.Pod {
+		tpl := &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}}}}}}
+		if shape != nil {
+			shape(tpl)
+		}
+		return &corev1.Pod{Spec: tpl.Spec}
+	}
+	shapes := map[string]func(*corev1.PodTemplateSpec){}
+	for _, d := range workloads() {
+		shapes[d.name] = d.shape
+	}
+	outs := func(keys ...string) map[string]bool {
+		m := map[string]bool{}
+		for _, k := range keys {
+			m[k] = true
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		out  map[string]bool
+		want bool
+	}{
+		{"plain, nothing out", pod(shapes["small"]), nil, true},
+		{"plain, spot out in one zone", pod(shapes["small"]), outs("spot/us-west-2a"), true},
+		{"plain, everything out in two zones", pod(shapes["small"]), outs("spot/us-west-2a", "on-demand/us-west-2a", "spot/us-west-2b", "on-demand/us-west-2b"), true},
+		{"zone spread, spot out in one zone", pod(shapes["web"]), outs("spot/us-west-2a"), true},
+		{"zone spread, a zone fully out", pod(shapes["web"]), outs("spot/us-west-2a", "on-demand/us-west-2a"), false},
+		{"gpu, spot out everywhere", pod(shapes["gpu"]), outs("spot/us-west-2a", "spot/us-west-2b", "spot/us-west-2c"), true},
+		{"gpu, on-demand out everywhere", pod(shapes["gpu"]), outs("on-demand/us-west-2a", "on-demand/us-west-2b", "on-demand/us-west-2c"), false},
+		{"everything out", pod(nil), outs("spot/us-west-2a", "on-demand/us-west-2a", "spot/us-west-2b", "on-demand/us-west-2b", "spot/us-west-2c", "on-demand/us-west-2c"), false},
+	} {
+		if got := capacityFor(tc.pod, []karpv1.NodePool{general, gpuPool}, tc.out); got != tc.want {
+			t.Errorf("%s: capacity %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// A GPU pod that does not tolerate the GPU pool's taint has none.
+	p := pod(shapes["gpu"])
+	p.Spec.Tolerations = nil
+	if capacityFor(p, []karpv1.NodePool{general, gpuPool}, nil) {
+		t.Error("a GPU pod without the toleration has capacity")
 	}
 }
 

@@ -5,15 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/cluster"
-	"github.com/karpless/karpless/shared/core/disruption"
 	"github.com/karpless/karpless/shared/core/planning"
 	"github.com/karpless/karpless/shared/core/podutil"
 	"github.com/karpless/karpless/shared/core/scheduling"
@@ -129,19 +126,17 @@ func (r *runner) compare(ctx context.Context) (comparison, error) {
 		c.have = append(c.have, fmt.Sprintf("%s/%s/%s $%.4f", i.InstanceType, i.CapacityType, i.Zone, price))
 	}
 	// Nodes Karpenter keeps by rule keep their pods, as they do in the
-	// cluster: nodes with a do-not-disrupt pod, spot nodes the spot-to-spot
-	// rule keeps (no replacement with fewer than 15 cheaper types to choose
-	// from, by the disruption function's latest word on them), and nodes
-	// single-node consolidation found no move for in a NodePool whose
-	// budget lets a command take only one node at a time (multi-node
-	// consolidation cannot combine them either, under Karpenter's rules).
-	// Every other workload pod is placed afresh, on the room those nodes
-	// have left or on new NodeClaims: the fresh simulation is what a
-	// consolidation faithful to Karpenter could reach.
-	events, err := w.admin.Core.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "reason=Unconsolidatable"})
-	if err != nil {
-		return c, err
-	}
+	// cluster: nodes with a do-not-disrupt pod; spot nodes the
+	// spot-to-spot rule keeps (no replacement with fewer than 15 cheaper
+	// spot types to choose from); and nodes for which single-node
+	// consolidation has no move, in a NodePool whose budget lets a command
+	// take only one node at a time (multi-node consolidation cannot
+	// combine them either, under Karpenter's rules). Which nodes those are
+	// is judged here, from the cluster and the price book, never from what
+	// the functions said or did: a reference that took their word would
+	// trust the code it checks. Every other workload pod is placed afresh,
+	// on the room those nodes have left or on new NodeClaims: the fresh
+	// simulation is what a consolidation faithful to Karpenter could reach.
 	claims := map[string]int{}
 	for _, nc := range snap.NodeClaims {
 		claims[nc.Labels[wellknown.NodePoolLabel]]++
@@ -150,18 +145,19 @@ func (r *runner) compare(ctx context.Context) (comparison, error) {
 	for _, np := range snap.NodePools {
 		oneAtATime[np.Name] = budgetCeiling(np, claims[np.Name], karpv1.DisruptionReasonUnderutilized) < 2
 	}
-	f := r.place(snap, sess.Classes(), book, keptForPods(snap), heldByRule(events.Items, oneAtATime, snap.NodeClaims))
+	moves := r.singleNodeMoves(snap, sess.Classes(), book)
+	f := r.place(snap, sess.Classes(), book, keptForPods(snap), held(moves, oneAtATime, snap.NodeClaims))
 	if f.freed > 0 && len(f.res.NewNodeClaims) >= f.freed {
 		// Karpenter's consolidation never adds nodes (single-node replaces
 		// one by one, multi-node many by one), so a placement that needs as
 		// many new nodes as it frees is reachable only one node at a time:
 		// as in a one-at-a-time pool, a node single-node consolidation
-		// found no cheaper replacement for keeps its pods.
+		// has no move for keeps its pods.
 		every := map[string]bool{}
 		for name := range oneAtATime {
 			every[name] = true
 		}
-		f = r.place(snap, sess.Classes(), book, keptForPods(snap), heldByRule(events.Items, every, snap.NodeClaims))
+		f = r.place(snap, sess.Classes(), book, keptForPods(snap), held(moves, every, snap.NodeClaims))
 	}
 	c.fresh, c.pods, c.want = f.kept, f.pods, f.want
 	res := f.res
@@ -248,39 +244,112 @@ func (r *runner) place(snap *cluster.Snapshot, classes map[string]*scheduling.No
 	return f
 }
 
-// heldByRule names the NodeClaims whose latest Unconsolidatable Event says
-// Karpenter's spot-to-spot rule keeps them, or, in a NodePool whose budget
-// allows one node at a time (oneAtATime), that single-node consolidation
-// can find no cheaper replacement.
-func heldByRule(events []corev1.Event, oneAtATime map[string]bool, claims []*karpv1.NodeClaim) map[string]bool {
-	type latest struct {
-		at  time.Time
-		msg string
-	}
-	last := map[string]latest{}
-	for _, e := range events {
-		if e.Reason != "Unconsolidatable" || e.InvolvedObject.Kind != "NodeClaim" {
+// move is what single-node consolidation could do with one node, judged
+// by the reference: nothing (none), delete it, or replace it with one
+// cheaper node; spotRule marks a spot node whose only replacement has
+// fewer than minSpotToSpotTypes cheaper spot types to choose from.
+type move struct {
+	none, spotRule bool
+}
+
+// minSpotToSpotTypes is Karpenter's spot-to-spot rule: a spot node is
+// replaced by a spot node only when at least 15 cheaper types could be.
+const minSpotToSpotTypes = 15
+
+// singleNodeMoves judges, for each initialized NodeClaim, whether
+// Karpenter's single-node consolidation could delete it (its pods fit on
+// the other nodes) or replace it with one cheaper node, placing its pods
+// with the scheduling simulator on the rest of the cluster as it is.
+func (r *runner) singleNodeMoves(snap *cluster.Snapshot, classes map[string]*scheduling.NodeClass, book map[string]float64) map[string]move {
+	out := map[string]move{}
+	for _, cand := range snap.NodeClaims {
+		node := cand.Status.NodeName
+		if node == "" || cand.DeletionTimestamp != nil || !cand.IsTrue(karpv1.ConditionTypeInitialized) {
 			continue
 		}
-		at := e.LastTimestamp.Time
-		if at.IsZero() {
-			at = e.CreationTimestamp.Time
+		var moved, pods []*corev1.Pod
+		for _, p := range snap.Pods {
+			if podutil.IsTerminal(p) || p.DeletionTimestamp != nil {
+				continue
+			}
+			if p.Spec.NodeName != node {
+				pods = append(pods, p)
+				continue
+			}
+			if p.Namespace != workloadNamespace || podutil.IsOwnedByDaemonSet(p) {
+				continue
+			}
+			q := p.DeepCopy()
+			q.Spec.NodeName = ""
+			moved = append(moved, q)
+			pods = append(pods, q)
 		}
-		if l, ok := last[e.InvolvedObject.Name]; !ok || !at.Before(l.at) {
-			last[e.InvolvedObject.Name] = latest{at: at, msg: e.Message}
+		rest := *snap
+		rest.Pods, rest.Nodes, rest.NodeClaims = pods, nil, nil
+		for _, n := range snap.Nodes {
+			if n.Name != node {
+				rest.Nodes = append(rest.Nodes, n)
+			}
 		}
-	}
-	pool := map[string]string{}
-	for _, nc := range claims {
-		pool[nc.Name] = nc.Labels[wellknown.NodePoolLabel]
-	}
-	out := map[string]bool{}
-	for name, l := range last {
+		for _, nc := range snap.NodeClaims {
+			if nc.Name != cand.Name {
+				rest.NodeClaims = append(rest.NodeClaims, nc)
+			}
+		}
+		res := scheduling.Solve(planning.SimulationInput(&rest, moved, classes), scheduling.Provisioning())
+		price := r.booked(book, cand.Status.ProviderID)
+		spot := cand.Labels[wellknown.CapacityTypeLabel] == wellknown.CapacityTypeSpot
 		switch {
-		case strings.HasPrefix(l.msg, disruption.SpotToSpotRule):
-			out[name] = true
-		case oneAtATime[pool[name]] && strings.HasPrefix(l.msg, disruption.NoCheaperReplacement):
-			out[name] = true
+		case len(res.Unschedulable) > 0 || len(res.NewNodeClaims) > 1:
+			out[cand.Name] = move{none: true}
+		case len(res.NewNodeClaims) == 0:
+			out[cand.Name] = move{} // deleted
+		default:
+			cheaper, spotCheaper := cheaperTypes(res.NewNodeClaims[0], price)
+			switch {
+			case spot && spotCheaper > 0 && spotCheaper < minSpotToSpotTypes:
+				out[cand.Name] = move{none: true, spotRule: true}
+			case spot && spotCheaper == 0, !spot && cheaper == 0:
+				out[cand.Name] = move{none: true}
+			}
+		}
+	}
+	return out
+}
+
+// cheaperTypes counts n's instance types with an available offering n
+// allows cheaper than price: of any capacity type, and spot.
+func cheaperTypes(n *scheduling.NewNodeClaim, price float64) (all, spot int) {
+	reqs := scheduling.RequirementsFromNodePool(n.Requirements)
+	zones, cts := reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)
+	for _, it := range n.InstanceTypes {
+		a, s := false, false
+		for _, o := range it.Offerings {
+			if !o.Available || o.Price >= price || (zones != nil && !zones.Has(o.Zone)) || (cts != nil && !cts.Has(o.CapacityType)) {
+				continue
+			}
+			a = true
+			s = s || o.CapacityType == wellknown.CapacityTypeSpot
+		}
+		if a {
+			all++
+		}
+		if s {
+			spot++
+		}
+	}
+	return all, spot
+}
+
+// held names the NodeClaims Karpenter's rules keep: by the spot-to-spot
+// rule anywhere, and, in a NodePool whose budget allows one node at a
+// time (oneAtATime), those single-node consolidation has no move for.
+func held(moves map[string]move, oneAtATime map[string]bool, claims []*karpv1.NodeClaim) map[string]bool {
+	out := map[string]bool{}
+	for _, nc := range claims {
+		m := moves[nc.Name]
+		if m.spotRule || (m.none && oneAtATime[nc.Labels[wellknown.NodePoolLabel]]) {
+			out[nc.Name] = true
 		}
 	}
 	return out

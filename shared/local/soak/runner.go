@@ -359,7 +359,6 @@ func (r *runner) settle(ctx context.Context, limit time.Duration) {
 	w := r.w
 	r.calm.Store(true)
 	r.chaos.liftAll()
-	w.inv.changed()
 	w.inv.note("settling: churn, kills and capacity faults stop")
 	start := w.now()
 	until := start.Add(limit)

@@ -199,12 +199,6 @@ const (
 	// function's (as AWS advises for event sources), far too long for a
 	// two-minute spot warning, so a failed message is made visible early.
 	InterruptionRetryAfter = 10 * time.Second
-	// InterruptionProofVisibility is the visibility timeout the handler
-	// sets on each record it proves came from its queue
-	// (ChangeMessageVisibility succeeds only for a receipt handle SQS
-	// gave out): the queue's own, six times the function's 60 s timeout,
-	// so the proof changes nothing about when a lost message comes back.
-	InterruptionProofVisibility = 6 * time.Minute
 )
 
 // The bootstrap custom resource.

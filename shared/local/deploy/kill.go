@@ -19,6 +19,9 @@ type KillSwitch struct {
 	At int
 	// After makes it die once that call was applied, not before it is sent.
 	After bool
+	// On, when set, makes the invocation die at the first call whose
+	// description starts with it ("aws CreateFleet"), instead of at call At.
+	On string
 
 	mu    sync.Mutex
 	dead  bool
@@ -37,6 +40,9 @@ func (k *KillSwitch) Do(desc string, send func() (*http.Response, error)) (*http
 	}
 	k.calls = append(k.calls, desc)
 	n := len(k.calls)
+	if k.On != "" && k.At == 0 && strings.HasPrefix(desc, k.On) {
+		k.At = n
+	}
 	if n == k.At && !k.After {
 		k.dead = true
 		k.mu.Unlock()

@@ -1,8 +1,10 @@
 package deploy
 
 import (
+	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -72,5 +74,33 @@ func TestGapsCoverBothSides(t *testing.T) {
 	}
 	if len(seen) != n+1 {
 		t.Errorf("%d distinct gaps, want %d", len(seen), n+1)
+	}
+}
+
+// A switch with On dies at the first call of that kind, before or after
+// it, whatever came first; one whose call never comes never fires.
+func TestKillSwitchOn(t *testing.T) {
+	ok := func() (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(""))}, nil
+	}
+	for _, after := range []bool{false, true} {
+		k := &KillSwitch{On: "aws CreateFleet", After: after}
+		var sent []string
+		for _, call := range []string{"kube GET /x", "aws CreateLaunchTemplate", "aws CreateFleet", "kube PATCH /y"} {
+			if _, err := k.Do(call, func() (*http.Response, error) { sent = append(sent, call); return ok() }); err != nil {
+				break
+			}
+		}
+		want := []string{"kube GET /x", "aws CreateLaunchTemplate"}
+		if after {
+			want = append(want, "aws CreateFleet")
+		}
+		if !k.Dead() || strings.Join(sent, ",") != strings.Join(want, ",") || k.At != 3 {
+			t.Errorf("after=%v: dead %v, sent %v (at %d), want %v", after, k.Dead(), sent, k.At, want)
+		}
+	}
+	k := &KillSwitch{On: "aws CreateFleet", After: true}
+	if _, err := k.Do("kube GET /x", ok); err != nil || k.Dead() {
+		t.Errorf("fired without its call: %v", err)
 	}
 }

@@ -53,8 +53,9 @@ type Message struct {
 	Body         string
 	Sent         time.Time
 	ReceiveCount int
-	// InFlight means received and not yet visible again.
-	InFlight bool
+	// InFlight means received and not yet visible again, until VisibleAt.
+	InFlight  bool
+	VisibleAt time.Time
 }
 
 func sqsError(code, queryCode, msg string) *apiError {
@@ -166,7 +167,7 @@ func (e *Emulator) Messages(queueName string) []Message {
 	now := e.now()
 	var out []Message
 	for _, m := range q.messages {
-		out = append(out, Message{ID: m.id, Body: m.body, Sent: m.sent, ReceiveCount: m.receiveCount, InFlight: m.receiveCount > 0 && now.Before(m.visibleAt)})
+		out = append(out, Message{ID: m.id, Body: m.body, Sent: m.sent, ReceiveCount: m.receiveCount, InFlight: m.receiveCount > 0 && now.Before(m.visibleAt), VisibleAt: m.visibleAt})
 	}
 	return out
 }

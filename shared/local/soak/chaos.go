@@ -236,6 +236,7 @@ func (c *chaos) act(ctx context.Context) {
 	actions := []action{
 		{6, func(ctx context.Context) { c.w.nudgeRandomDeployment(ctx, "churn") }},
 		{1, func(ctx context.Context) { c.w.deleteRandomPod(ctx, "churn") }},
+		{1, c.deleteDrainingPod},
 		{2, c.startJob},
 		{1.5, func(ctx context.Context) { c.interrupt(ctx, emulator.EventSpotInterruption) }},
 		{0.5, func(ctx context.Context) { c.interrupt(ctx, emulator.EventRebalance) }},
@@ -292,6 +293,42 @@ func (w *world) deleteRandomPod(ctx context.Context, why string) {
 	p := running[w.intn(len(running))]
 	if err := w.admin.Core.CoreV1().Pods(workloadNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err == nil {
 		w.inv.note("%s: pod %s deleted by its owner", why, p.Name)
+	}
+}
+
+// deleteDrainingPod deletes, as its owner might, a pod on a node that is
+// being drained (tainted karpenter.sh/disrupted), so that the drain meets
+// a pod already terminating: it must neither evict it again nor wait on
+// it past its own grace. With no node draining, any pod goes.
+func (c *chaos) deleteDrainingPod(ctx context.Context) {
+	w := c.w
+	nodes, err := w.admin.Core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	draining := map[string]bool{}
+	for _, n := range nodes.Items {
+		for _, t := range n.Spec.Taints {
+			if t.Key == wellknown.DisruptedTaintKey {
+				draining[n.Name] = true
+			}
+		}
+	}
+	var on []corev1.Pod
+	for _, p := range w.pods(ctx) {
+		if draining[p.Spec.NodeName] && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && p.Labels["app"] != "agent" {
+			on = append(on, p)
+		}
+	}
+	if len(on) == 0 {
+		w.deleteRandomPod(ctx, "churn")
+		return
+	}
+	p := on[w.intn(len(on))]
+	grace := int64(30)
+	if err := w.admin.Core.CoreV1().Pods(workloadNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err == nil {
+		w.cov.terminating.Add(1)
+		w.inv.note("churn: pod %s on draining node %s deleted by its owner", p.Name, p.Spec.NodeName)
 	}
 }
 

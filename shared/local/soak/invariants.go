@@ -208,6 +208,13 @@ func (v *invariants) violate(key, invariant, format string, args ...any) {
 	v.violations = append(v.violations, Violation{Seed: v.w.seed, At: v.w.since(), Invariant: invariant, Detail: detail, Events: slices.Clone(events)})
 }
 
+// failed says whether any invariant was violated.
+func (v *invariants) failed() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.violations) > 0
+}
+
 // evicted counts an eviction the API server accepted.
 func (v *invariants) evicted(who, ns, name string) {
 	v.mu.Lock()

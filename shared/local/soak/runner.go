@@ -72,6 +72,8 @@ type seedResult struct {
 	invocations, kills, faults int
 	violations                 []Violation
 	summary                    string
+	coverage                   map[string]int64
+	coverageLine               string
 }
 
 // runner drives one seed: the clock, the triggers and the chaos.
@@ -93,6 +95,13 @@ type runner struct {
 	pace *pacer
 	// summary describes the cluster at quiescence.
 	summary string
+
+	// The scenarios (scenarios.go): the next one due, the orphans made,
+	// the armed kill after CreateFleet and whether it fired.
+	nextScenario int
+	orphans      int
+	fleetKill    fleetKillState
+	fleetKilled  atomic.Bool
 }
 
 func runSeed(ctx context.Context, o Options, seed uint64) (res seedResult, err error) {
@@ -129,14 +138,19 @@ func runSeed(ctx context.Context, o Options, seed uint64) (res seedResult, err e
 	}
 	r := &runner{w: w, chaos: newChaos(w), queue: sqs.NewFromConfig(awsCfg), nextTick: w.now(), nextCheck: w.now(), pace: newPacer()}
 	w.afterMoves = func() bool { return !r.calm.Load() }
-	r.loop(ctx, w.begin.Add(o.Duration))
+	r.loop(ctx, w.begin.Add(o.Duration), o.FailFast)
 	// Settling may wait out a terminationGracePeriod (10 minutes) on a
 	// node a do-not-disrupt pod holds, after drift or expiry chose it.
 	settle := 45 * time.Minute
 	if o.Quick {
 		settle = 30 * time.Minute
 	}
-	r.settle(ctx, settle)
+	if o.FailFast && w.inv.failed() {
+		r.calm.Store(true)
+		r.drain(ctx)
+	} else {
+		r.settle(ctx, settle)
+	}
 
 	res.virtual = w.since()
 	res.real = time.Since(start)
@@ -154,14 +168,16 @@ func runSeed(ctx context.Context, o Options, seed uint64) (res seedResult, err e
 	res.violations = append(res.violations, w.inv.violations...)
 	w.inv.mu.Unlock()
 	res.summary = r.summary
+	res.coverage, res.coverageLine = w.cov.counts(), w.cov.String()
 	res.dir = dir
 	return res, ctx.Err()
 }
 
-// loop runs the world until the virtual clock reaches until.
-func (r *runner) loop(ctx context.Context, until time.Time) {
+// loop runs the world until the virtual clock reaches until, or, with
+// failFast, until the first violation.
+func (r *runner) loop(ctx context.Context, until time.Time, failFast bool) {
 	w := r.w
-	for w.now().Before(until) && ctx.Err() == nil {
+	for w.now().Before(until) && ctx.Err() == nil && !(failFast && w.inv.failed()) {
 		r.turn(ctx)
 	}
 }
@@ -192,6 +208,7 @@ func (r *runner) turn(ctx context.Context) {
 	r.chaos.due(ctx)
 	if !r.calm.Load() {
 		r.chaos.act(ctx)
+		r.scenarioDue(ctx)
 	}
 	r.pollQueue(ctx)
 	if err := w.emu.StepWatched(ctx); err != nil {
@@ -260,6 +277,12 @@ func (r *runner) invoke(ctx context.Context, identity string, timeout time.Durat
 	if !r.calm.Load() && w.chance(killRate) {
 		ks.At, ks.After = 1+w.intn(maxKillPoint), w.chance(0.5)
 	}
+	var fleetKill *deploy.KillSwitch
+	if identity == "provisioner" && !r.calm.Load() {
+		if fleetKill = r.takeFleetKill(); fleetKill != nil {
+			ks = fleetKill
+		}
+	}
 	holder := fmt.Sprintf("%s-%d", identity, n)
 	warm := w.container(identity)
 	env, err := w.env(identity, holder, ks, warm)
@@ -282,6 +305,9 @@ func (r *runner) invoke(ctx context.Context, identity string, timeout time.Durat
 		})
 		defer stop()
 		line, err := run(ictx, env)
+		if fleetKill != nil {
+			r.fleetKillDone(fleetKill)
+		}
 		if ks.Dead() {
 			r.kills.Add(1)
 			calls := ks.Calls()

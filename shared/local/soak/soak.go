@@ -42,6 +42,10 @@ type Options struct {
 	Log *slog.Logger
 	// Quick shortens the settling phase (CI).
 	Quick bool
+	// FailFast ends a seed at its first violation (no settling) and runs
+	// no further seed: the mutation check asks only whether a planted
+	// fault is caught.
+	FailFast bool
 }
 
 // Report is what a soak saw.
@@ -55,6 +59,10 @@ type Report struct {
 	// interruptions, capacity taken away, NodePool edits, world moves).
 	Faults     int
 	Violations []Violation
+	// Coverage sums, per path the scenarios and chaos drive, how often
+	// the seeds drove it (orphans, kills after CreateFleet, non-capacity
+	// launch failures, PDB refusals, pods terminating before eviction).
+	Coverage map[string]int64
 }
 
 // Line is the soak's last line.
@@ -97,6 +105,12 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		r.Kills += s.kills
 		r.Faults += s.faults
 		r.Violations = append(r.Violations, s.violations...)
+		if r.Coverage == nil {
+			r.Coverage = map[string]int64{}
+		}
+		for k, n := range s.coverage {
+			r.Coverage[k] += n
+		}
 		for _, v := range s.violations {
 			fmt.Fprint(o.Out, v.String())
 		}
@@ -109,11 +123,15 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		}
 		fmt.Fprintf(o.Out, "seed %d: virtual %s in %s real; invocations=%d kills=%d faults=%d violations=%d; %s\n",
 			seed, s.virtual.Round(time.Second), s.real.Round(time.Second), s.invocations, s.kills, s.faults, len(s.violations), s.summary)
+		fmt.Fprintf(o.Out, "seed %d drove: %s\n", seed, s.coverageLine)
 		if err != nil {
 			return r, fmt.Errorf("seed %d: %w", seed, err)
 		}
 		if ctx.Err() != nil {
 			return r, ctx.Err()
+		}
+		if o.FailFast && len(r.Violations) > 0 {
+			return r, nil
 		}
 	}
 	return r, nil

@@ -53,6 +53,13 @@ func TestSoakCI(t *testing.T) {
 	if r.Invocations < len(ciSeeds)*int(ciDuration/tickEvery) || r.Faults == 0 || r.Kills == 0 {
 		t.Errorf("the soak did too little to mean anything: %s", r.Line())
 	}
+	// Each path the scenarios and chaos drive was driven: a soak that
+	// never meets an orphan cannot catch a collector that spares them.
+	for _, path := range []string{"orphans", "fleet-kills", "non-capacity-failures", "pdb-refusals", "terminating-before-eviction"} {
+		if r.Coverage[path] == 0 {
+			t.Errorf("the CI seeds drove no %s: %v", path, r.Coverage)
+		}
+	}
 }
 
 func TestLine(t *testing.T) {

@@ -67,6 +67,8 @@ type world struct {
 	inflight atomic.Int64
 
 	inv *invariants
+	// cov counts the paths the scenarios and the chaos drove.
+	cov coverage
 	// afterMoves says whether the world may move between a function's read
 	// and its action (not while settling).
 	afterMoves func() bool
@@ -293,8 +295,15 @@ func (e *kubeEdge) RoundTrip(req *http.Request) (*http.Response, error) {
 	} else {
 		resp, err = e.ks.Do("kube "+req.Method+" "+req.URL.Path, send)
 	}
-	if err == nil && resp != nil && resp.StatusCode < 300 && r.Resource == "pods" && r.Subresource == "eviction" {
-		e.w.inv.evicted(e.who, r.Namespace, r.Name)
+	if err == nil && resp != nil && r.Resource == "pods" && r.Subresource == "eviction" {
+		switch {
+		case resp.StatusCode < 300:
+			e.w.inv.evicted(e.who, r.Namespace, r.Name)
+		case resp.StatusCode == http.StatusTooManyRequests:
+			// What is left after the waits above: a PodDisruptionBudget
+			// refusing (the API server answers 429 without Retry-After).
+			e.w.cov.pdbRefusals.Add(1)
+		}
 	}
 	return resp, err
 }

@@ -302,13 +302,22 @@ func (h *Handler) fromTheQueue(ctx context.Context, records []lambdaevents.SQSMe
 			candidates = append(candidates, rec)
 		}
 	}
+	// The proof sets each message's visibility: until the invocation's
+	// deadline and InterruptionRetryAfter more, so that a batch whose
+	// invocation dies comes back then, not after the queue's six-minute
+	// visibility (a spot warning gives two).
+	visible := timing.InterruptionRetryAfter
+	if dl, ok := ctx.Deadline(); ok {
+		visible = max(visible, dl.Sub(h.Clock.Now())+timing.InterruptionRetryAfter)
+	}
+	visible = min(visible, 12*time.Hour) // SQS's largest
 	for start := 0; start < len(candidates); start += 10 { // SQS's batch limit
 		chunk := candidates[start:min(start+10, len(candidates))]
 		in := &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(h.QueueURL)}
 		for i, rec := range chunk {
 			in.Entries = append(in.Entries, sqstypes.ChangeMessageVisibilityBatchRequestEntry{
 				Id: aws.String(fmt.Sprint(i)), ReceiptHandle: aws.String(rec.ReceiptHandle),
-				VisibilityTimeout: int32(timing.InterruptionProofVisibility / time.Second),
+				VisibilityTimeout: int32((visible + time.Second - 1) / time.Second),
 			})
 		}
 		out, err := h.Queue.ChangeMessageVisibilityBatch(ctx, in)

@@ -1,0 +1,166 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/local/deploy"
+	"github.com/karpless/karpless/shared/local/emulator"
+)
+
+// scenario is a fault every seed meets at a fixed point of each cycle. The
+// random schedule met some paths rarely or never (an orphaned instance
+// in one run of 26, a launch that failed for a reason other than
+// capacity never): those are driven here, so a fault in the code that
+// handles them shows within the CI seeds, not by luck.
+type scenario struct {
+	at   time.Duration // into each cycle
+	name string
+	run  func(r *runner, ctx context.Context)
+}
+
+// scenarioCycle repeats the scenarios through a long soak; the CI seeds'
+// 15 minutes of churn hold one cycle.
+const scenarioCycle = 30 * time.Minute
+
+func scenarios() []scenario {
+	return []scenario{
+		{2 * time.Minute, "an orphaned instance", (*runner).orphan},
+		{4 * time.Minute, "a launch killed after its CreateFleet, then an AMI release", (*runner).armFleetKill},
+		{8 * time.Minute, "launches failing for a reason other than capacity", (*runner).nonCapacityFailure},
+	}
+}
+
+// coverage counts the paths the scenarios and the chaos drove in a seed.
+type coverage struct {
+	orphans, fleetKills, nonCapacity, pdbRefusals, terminating atomic.Int64
+}
+
+// counts are the coverage by name, for the report.
+func (c *coverage) counts() map[string]int64 {
+	return map[string]int64{
+		"orphans": c.orphans.Load(), "fleet-kills": c.fleetKills.Load(), "non-capacity-failures": c.nonCapacity.Load(),
+		"pdb-refusals": c.pdbRefusals.Load(), "terminating-before-eviction": c.terminating.Load(),
+	}
+}
+
+func (c *coverage) String() string {
+	return fmt.Sprintf("orphans=%d fleet-kills=%d non-capacity-failures=%d pdb-refusals=%d terminating-before-eviction=%d",
+		c.orphans.Load(), c.fleetKills.Load(), c.nonCapacity.Load(), c.pdbRefusals.Load(), c.terminating.Load())
+}
+
+// scenarioDue runs the scenario whose time in the cycle has come.
+func (r *runner) scenarioDue(ctx context.Context) {
+	all := scenarios()
+	into := r.w.since() % scenarioCycle
+	cycle := int(r.w.since() / scenarioCycle)
+	for i, s := range all {
+		key := cycle*len(all) + i
+		if into >= s.at && key >= r.nextScenario {
+			r.nextScenario = key + 1
+			r.w.inv.note("scenario: %s", s.name)
+			s.run(r, ctx)
+		}
+	}
+	if r.fleetKilled.CompareAndSwap(true, false) {
+		// The world changes before the next tick: a new AMI makes the
+		// next launch's parameters differ from the killed one's, so only
+		// the claim's tag can tell that an instance exists.
+		r.chaos.releaseAMI(ctx)
+	}
+}
+
+// orphan adds an instance tagged as Karpless's, of a NodeClaim that does
+// not exist (a launch whose claim was deleted before its result was
+// recorded, as a crash can leave): garbage collection must take it.
+func (r *runner) orphan(ctx context.Context) {
+	w := r.w
+	live := w.emu.Instances(func(i emulator.Instance) bool {
+		return i.State == emulator.StateRunning && i.Tags[wellknown.NodeClaimTagKey] != ""
+	})
+	if len(live) == 0 {
+		return
+	}
+	src := live[w.intn(len(live))]
+	r.orphans++
+	ghost := fmt.Sprintf("ghost-%d", r.orphans)
+	out, err := w.emu.CloneInstances(src.ID, []map[string]string{{wellknown.NodeClaimTagKey: ghost}})
+	if err != nil || len(out) == 0 {
+		w.inv.note("orphan: %v", err)
+		return
+	}
+	w.cov.orphans.Add(1)
+	w.inv.note("fault: instance %s (%s) runs for NodeClaim %s, which does not exist", out[0].ID, out[0].InstanceType, ghost)
+}
+
+// armFleetKill makes the next provisioner invocations that launch die
+// right after their first CreateFleet (its instance launched, its answer
+// lost with the process), and scales a workload up so one launches.
+func (r *runner) armFleetKill(ctx context.Context) {
+	r.fleetKill.Lock()
+	r.fleetKill.left = 3
+	r.fleetKill.Unlock()
+	r.scale(ctx, "api", 5)
+}
+
+// takeFleetKill gives the armed switch to an invocation, if armed.
+func (r *runner) takeFleetKill() *deploy.KillSwitch {
+	r.fleetKill.Lock()
+	defer r.fleetKill.Unlock()
+	if r.fleetKill.left == 0 {
+		return nil
+	}
+	r.fleetKill.left--
+	return &deploy.KillSwitch{On: "aws CreateFleet", After: true}
+}
+
+// fleetKillDone notes an armed invocation's end: fired, the scenario goes
+// on (an AMI release before the next tick); not fired (nothing to
+// launch), the next invocation gets the switch.
+func (r *runner) fleetKillDone(ks *deploy.KillSwitch) {
+	if ks.Dead() && ks.At > 0 {
+		r.fleetKill.Lock()
+		r.fleetKill.left = 0
+		r.fleetKill.Unlock()
+		r.w.cov.fleetKills.Add(1)
+		r.fleetKilled.Store(true)
+	}
+}
+
+// nonCapacityFailure makes every launch fail for 90 s the way a new
+// instance profile IAM does not know yet fails it (no capacity error:
+// EC2 launches nothing and says why), while a workload scales up: each
+// failed claim must launch with its next token once the fault is gone.
+func (r *runner) nonCapacityFailure(ctx context.Context) {
+	f := emulator.FleetError("InvalidParameterValue", "", "", "")
+	f.Message = "Value (karpless-profile) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name"
+	id := r.w.emu.Inject(f)
+	r.chaos.ice[id] = r.w.now().Add(90 * time.Second)
+	r.w.cov.nonCapacity.Add(1)
+	r.w.inv.note("fault: every CreateFleet override fails with InvalidParameterValue (instance profile) for 90s")
+	r.scale(ctx, "small", 12)
+}
+
+// scale sets a workload's replicas.
+func (r *runner) scale(ctx context.Context, name string, n int32) {
+	dep, err := r.w.admin.Core.AppsV1().Deployments(workloadNamespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	dep.Spec.Replicas = &n
+	if _, err := r.w.admin.Core.AppsV1().Deployments(workloadNamespace).Update(ctx, dep, metav1.UpdateOptions{}); err == nil {
+		r.w.inv.note("churn: %s scaled to %d", name, n)
+	}
+}
+
+// fleetKillState is the armed kill after CreateFleet.
+type fleetKillState struct {
+	sync.Mutex
+	left int
+}

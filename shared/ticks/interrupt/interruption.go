@@ -310,7 +310,7 @@ func (h *Handler) fromTheQueue(ctx context.Context, records []lambdaevents.SQSMe
 	if dl, ok := ctx.Deadline(); ok {
 		visible = max(visible, dl.Sub(h.Clock.Now())+timing.InterruptionRetryAfter)
 	}
-	visible = min(visible, 12*time.Hour) // SQS's largest
+	visible = min(visible, 12*time.Hour)                   // SQS's largest
 	for start := 0; start < len(candidates); start += 10 { // SQS's batch limit
 		chunk := candidates[start:min(start+10, len(candidates))]
 		in := &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(h.QueueURL)}

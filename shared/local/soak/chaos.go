@@ -236,7 +236,11 @@ func (c *chaos) act(ctx context.Context) {
 	actions := []action{
 		{6, func(ctx context.Context) { c.w.nudgeRandomDeployment(ctx, "churn") }},
 		{1, func(ctx context.Context) { c.w.deleteRandomPod(ctx, "churn") }},
-		{1, c.deleteDrainingPod},
+		{1, func(ctx context.Context) {
+			if !c.deleteDrainingPod(ctx) {
+				c.w.deleteRandomPod(ctx, "churn")
+			}
+		}},
 		{2, c.startJob},
 		{1.5, func(ctx context.Context) { c.interrupt(ctx, emulator.EventSpotInterruption) }},
 		{0.5, func(ctx context.Context) { c.interrupt(ctx, emulator.EventRebalance) }},
@@ -278,6 +282,18 @@ func (w *world) nudgeRandomDeployment(ctx context.Context, why string) {
 	}
 }
 
+// scale sets a workload's replicas.
+func (w *world) scale(ctx context.Context, name string, n int32) {
+	dep, err := w.admin.Core.AppsV1().Deployments(workloadNamespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	dep.Spec.Replicas = &n
+	if _, err := w.admin.Core.AppsV1().Deployments(workloadNamespace).Update(ctx, dep, metav1.UpdateOptions{}); err == nil {
+		w.inv.note("churn: %s scaled to %d", name, n)
+	}
+}
+
 // deleteRandomPod deletes a running workload pod (its controller makes a
 // new one, which kube-scheduler places).
 func (w *world) deleteRandomPod(ctx context.Context, why string) {
@@ -299,12 +315,12 @@ func (w *world) deleteRandomPod(ctx context.Context, why string) {
 // deleteDrainingPod deletes, as its owner might, a pod on a node that is
 // being drained (tainted karpenter.sh/disrupted), so that the drain meets
 // a pod already terminating: it must neither evict it again nor wait on
-// it past its own grace. With no node draining, any pod goes.
-func (c *chaos) deleteDrainingPod(ctx context.Context) {
+// it past its own grace. It reports whether a node was draining.
+func (c *chaos) deleteDrainingPod(ctx context.Context) bool {
 	w := c.w
 	nodes, err := w.admin.Core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return
+		return false
 	}
 	draining := map[string]bool{}
 	for _, n := range nodes.Items {
@@ -321,32 +337,47 @@ func (c *chaos) deleteDrainingPod(ctx context.Context) {
 		}
 	}
 	if len(on) == 0 {
-		w.deleteRandomPod(ctx, "churn")
-		return
+		return false
 	}
 	p := on[w.intn(len(on))]
 	grace := int64(30)
-	if err := w.admin.Core.CoreV1().Pods(workloadNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err == nil {
-		w.cov.terminating.Add(1)
-		w.inv.note("churn: pod %s on draining node %s deleted by its owner", p.Name, p.Spec.NodeName)
+	if err := w.admin.Core.CoreV1().Pods(workloadNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+		return false
 	}
+	w.cov.terminating.Add(1)
+	w.inv.note("churn: pod %s on draining node %s deleted by its owner", p.Name, p.Spec.NodeName)
+	return true
 }
 
 // startJob starts a batch Job that runs for a few minutes, half of them on
 // arm64 only.
 func (c *chaos) startJob(ctx context.Context) {
-	c.jobSeq++
-	name := fmt.Sprintf("batch-%d", c.jobSeq)
 	parallel := int32(1 + c.w.intn(3))
 	runFor := time.Duration(3+c.w.intn(10)) * time.Minute
-	spec := corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: new(int64(5)), Containers: []corev1.Container{{
-		Name: "job", Image: "registry.local/batch:1",
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}},
-	}}}
 	arch := "any"
 	if c.w.chance(0.5) {
-		spec.NodeSelector = map[string]string{wellknown.ArchLabel: "arm64"}
 		arch = "arm64"
+	}
+	c.job(ctx, parallel, "1", arch, runFor)
+}
+
+// burst starts a Job of two pods too big to fit beside the workload (3.5
+// CPUs each, each alone on its node): new nodes must launch for it.
+func (c *chaos) burst(ctx context.Context) {
+	c.job(ctx, 2, "3500m", "any", 4*time.Minute)
+}
+
+// job starts a Job of parallel pods of cpu each, on arch ("any" or
+// "arm64"), that completes after runFor.
+func (c *chaos) job(ctx context.Context, parallel int32, cpu, arch string, runFor time.Duration) {
+	c.jobSeq++
+	name := fmt.Sprintf("batch-%d", c.jobSeq)
+	spec := corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: new(int64(5)), Containers: []corev1.Container{{
+		Name: "job", Image: "registry.local/batch:1",
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("1Gi")}},
+	}}}
+	if arch == "arm64" {
+		spec.NodeSelector = map[string]string{wellknown.ArchLabel: "arm64"}
 	}
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -358,7 +389,7 @@ func (c *chaos) startJob(ctx context.Context) {
 		return
 	}
 	c.jobs[name] = c.w.now().Add(runFor)
-	c.w.inv.note("churn: job %s starts (%d pods, %s, runs %s)", name, parallel, arch, runFor)
+	c.w.inv.note("churn: job %s starts (%d pods of %s CPU, %s, runs %s)", name, parallel, cpu, arch, runFor)
 }
 
 // finishJob marks the job's running pods Succeeded, as their kubelet would

@@ -40,7 +40,7 @@ func (r *runner) quiescence(ctx context.Context) {
 		w.inv.violate("fresh", "at quiescence the $/h is within 10% of a fresh simulation", "the fresh simulation could not run: %v", err)
 		return
 	}
-	r.summary = fmt.Sprintf("nodes=%d pods=%d cost-per-hour=%.3f fresh-simulation=%.3f", len(f.have), f.pods, f.actual, f.fresh)
+	r.summary = fmt.Sprintf("nodes=%d kept=%d pods=%d cost-per-hour=%.3f fresh-simulation=%.3f", len(f.have), f.kept, f.pods, f.actual, f.fresh)
 	w.inv.note("at rest: %s", r.summary)
 	if f.unschedulable != "" {
 		w.inv.violate("fresh-unschedulable", "at quiescence the $/h is within 10% of a fresh simulation", "a fresh simulation cannot place every pod: %s", f.unschedulable)
@@ -59,7 +59,9 @@ func (r *runner) quiescence(ctx context.Context) {
 // book's age, not whether consolidation converged.
 type comparison struct {
 	actual, fresh float64
-	pods          int
+	// kept are the nodes the reference keeps by rule; pods those it
+	// places afresh.
+	kept, pods    int
 	unschedulable string
 	have, want    []string
 }
@@ -159,7 +161,7 @@ func (r *runner) compare(ctx context.Context) (comparison, error) {
 		}
 		f = r.place(snap, sess.Classes(), book, keptForPods(snap), held(moves, every, snap.NodeClaims))
 	}
-	c.fresh, c.pods, c.want = f.kept, f.pods, f.want
+	c.fresh, c.pods, c.want, c.kept = f.kept, f.pods, f.want, f.fixed
 	res := f.res
 	for _, n := range res.NewNodeClaims {
 		it, o := n.CheapestOffering()
@@ -188,6 +190,7 @@ func keptForPods(snap *cluster.Snapshot) map[string]bool {
 type placement struct {
 	kept        float64
 	pods, freed int
+	fixed       int
 	want        []string
 	res         *scheduling.Results
 }
@@ -236,6 +239,7 @@ func (r *runner) place(snap *cluster.Snapshot, classes map[string]*scheduling.No
 		empty.NodeClaims = append(empty.NodeClaims, nc)
 		f.kept += r.booked(book, nc.Status.ProviderID)
 	}
+	f.fixed = len(empty.NodeClaims)
 	f.res = scheduling.Solve(planning.SimulationInput(&empty, pending, classes), scheduling.Provisioning())
 	f.pods = len(pending)
 	if len(fixed) > 0 {

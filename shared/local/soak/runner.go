@@ -99,6 +99,7 @@ type runner struct {
 	// The scenarios (scenarios.go): the next one due, the orphans made,
 	// the armed kill after CreateFleet and whether it fired.
 	nextScenario int
+	tried        bool
 	orphans      int
 	fleetKill    fleetKillState
 	fleetKilled  atomic.Bool
@@ -386,6 +387,12 @@ func (r *runner) settle(ctx context.Context, limit time.Duration) {
 	r.calm.Store(true)
 	r.chaos.liftAll()
 	w.inv.note("settling: churn, kills and capacity faults stop")
+	// The evening's scale-down: every workload to its smallest, so that
+	// the cluster at rest has nodes to empty and to shrink, and the cost
+	// check judges consolidation, not only what churn left.
+	for _, d := range workloads() {
+		w.scale(ctx, d.name, d.min)
+	}
 	start := w.now()
 	until := start.Add(limit)
 	quietSince, nextRestCheck := time.Time{}, time.Time{}

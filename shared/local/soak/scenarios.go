@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/local/deploy"
 	"github.com/karpless/karpless/shared/local/emulator"
@@ -22,7 +20,10 @@ import (
 type scenario struct {
 	at   time.Duration // into each cycle
 	name string
-	run  func(r *runner, ctx context.Context)
+	// run does it, or reports that the world does not allow it yet (no
+	// instance to orphan, no node draining): it is tried again at the
+	// next turn, until the next scenario is due.
+	run func(r *runner, ctx context.Context) bool
 }
 
 // scenarioCycle repeats the scenarios through a long soak; the CI seeds'
@@ -33,7 +34,8 @@ func scenarios() []scenario {
 	return []scenario{
 		{2 * time.Minute, "an orphaned instance", (*runner).orphan},
 		{4 * time.Minute, "a launch killed after its CreateFleet, then an AMI release", (*runner).armFleetKill},
-		{8 * time.Minute, "launches failing for a reason other than capacity", (*runner).nonCapacityFailure},
+		{6 * time.Minute, "a pod deleted by its owner while its node drains", (*runner).deleteWhileDraining},
+		{9 * time.Minute, "launches failing for a reason other than capacity", (*runner).nonCapacityFailure},
 	}
 }
 
@@ -55,17 +57,29 @@ func (c *coverage) String() string {
 		c.orphans.Load(), c.fleetKills.Load(), c.nonCapacity.Load(), c.pdbRefusals.Load(), c.terminating.Load())
 }
 
-// scenarioDue runs the scenario whose time in the cycle has come.
+// scenarioDue runs the scenario whose time in the cycle has come, or
+// tries again one the world did not allow yet.
 func (r *runner) scenarioDue(ctx context.Context) {
 	all := scenarios()
 	into := r.w.since() % scenarioCycle
 	cycle := int(r.w.since() / scenarioCycle)
 	for i, s := range all {
 		key := cycle*len(all) + i
-		if into >= s.at && key >= r.nextScenario {
-			r.nextScenario = key + 1
+		if into < s.at || key < r.nextScenario {
+			continue
+		}
+		if key > r.nextScenario {
+			// Its predecessor never found the world it needed before
+			// this one came due: it is dropped, not stacked.
+			r.nextScenario = key
+			r.tried = false
+		}
+		if !r.tried {
 			r.w.inv.note("scenario: %s", s.name)
-			s.run(r, ctx)
+			r.tried = true
+		}
+		if s.run(r, ctx) {
+			r.nextScenario, r.tried = key+1, false
 		}
 	}
 	if r.fleetKilled.CompareAndSwap(true, false) {
@@ -79,13 +93,13 @@ func (r *runner) scenarioDue(ctx context.Context) {
 // orphan adds an instance tagged as Karpless's, of a NodeClaim that does
 // not exist (a launch whose claim was deleted before its result was
 // recorded, as a crash can leave): garbage collection must take it.
-func (r *runner) orphan(ctx context.Context) {
+func (r *runner) orphan(ctx context.Context) bool {
 	w := r.w
 	live := w.emu.Instances(func(i emulator.Instance) bool {
 		return i.State == emulator.StateRunning && i.Tags[wellknown.NodeClaimTagKey] != ""
 	})
 	if len(live) == 0 {
-		return
+		return false
 	}
 	src := live[w.intn(len(live))]
 	r.orphans++
@@ -93,20 +107,22 @@ func (r *runner) orphan(ctx context.Context) {
 	out, err := w.emu.CloneInstances(src.ID, []map[string]string{{wellknown.NodeClaimTagKey: ghost}})
 	if err != nil || len(out) == 0 {
 		w.inv.note("orphan: %v", err)
-		return
+		return false
 	}
 	w.cov.orphans.Add(1)
 	w.inv.note("fault: instance %s (%s) runs for NodeClaim %s, which does not exist", out[0].ID, out[0].InstanceType, ghost)
+	return true
 }
 
 // armFleetKill makes the next provisioner invocations that launch die
 // right after their first CreateFleet (its instance launched, its answer
-// lost with the process), and scales a workload up so one launches.
-func (r *runner) armFleetKill(ctx context.Context) {
+// lost with the process), and starts a Job that needs new nodes.
+func (r *runner) armFleetKill(ctx context.Context) bool {
 	r.fleetKill.Lock()
 	r.fleetKill.left = 3
 	r.fleetKill.Unlock()
-	r.scale(ctx, "api", 5)
+	r.chaos.burst(ctx)
+	return true
 }
 
 // takeFleetKill gives the armed switch to an invocation, if armed.
@@ -137,26 +153,23 @@ func (r *runner) fleetKillDone(ks *deploy.KillSwitch) {
 // instance profile IAM does not know yet fails it (no capacity error:
 // EC2 launches nothing and says why), while a workload scales up: each
 // failed claim must launch with its next token once the fault is gone.
-func (r *runner) nonCapacityFailure(ctx context.Context) {
+func (r *runner) nonCapacityFailure(ctx context.Context) bool {
 	f := emulator.FleetError("InvalidParameterValue", "", "", "")
 	f.Message = "Value (karpless-profile) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name"
 	id := r.w.emu.Inject(f)
 	r.chaos.ice[id] = r.w.now().Add(90 * time.Second)
 	r.w.cov.nonCapacity.Add(1)
 	r.w.inv.note("fault: every CreateFleet override fails with InvalidParameterValue (instance profile) for 90s")
-	r.scale(ctx, "small", 12)
+	r.chaos.burst(ctx)
+	return true
 }
 
-// scale sets a workload's replicas.
-func (r *runner) scale(ctx context.Context, name string, n int32) {
-	dep, err := r.w.admin.Core.AppsV1().Deployments(workloadNamespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return
-	}
-	dep.Spec.Replicas = &n
-	if _, err := r.w.admin.Core.AppsV1().Deployments(workloadNamespace).Update(ctx, dep, metav1.UpdateOptions{}); err == nil {
-		r.w.inv.note("churn: %s scaled to %d", name, n)
-	}
+// deleteWhileDraining deletes, as its owner might, a running pod on a
+// node being drained (tainted karpenter.sh/disrupted), so that the drain
+// meets a pod already terminating: it must neither evict it again nor
+// wait on it past its own grace. It waits for a node to drain.
+func (r *runner) deleteWhileDraining(ctx context.Context) bool {
+	return r.chaos.deleteDrainingPod(ctx)
 }
 
 // fleetKillState is the armed kill after CreateFleet.

@@ -295,15 +295,8 @@ func (e *kubeEdge) RoundTrip(req *http.Request) (*http.Response, error) {
 	} else {
 		resp, err = e.ks.Do("kube "+req.Method+" "+req.URL.Path, send)
 	}
-	if err == nil && resp != nil && r.Resource == "pods" && r.Subresource == "eviction" {
-		switch {
-		case resp.StatusCode < 300:
-			e.w.inv.evicted(e.who, r.Namespace, r.Name)
-		case resp.StatusCode == http.StatusTooManyRequests:
-			// What is left after the waits above: a PodDisruptionBudget
-			// refusing (the API server answers 429 without Retry-After).
-			e.w.cov.pdbRefusals.Add(1)
-		}
+	if err == nil && resp != nil && resp.StatusCode < 300 && r.Resource == "pods" && r.Subresource == "eviction" {
+		e.w.inv.evicted(e.who, r.Namespace, r.Name)
 	}
 	return resp, err
 }
@@ -326,8 +319,11 @@ func (e *kubeEdge) sendWaitingOutThrottles(req *http.Request) (*http.Response, e
 			return resp, err
 		}
 		secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-		_, _ = io.Copy(io.Discard, resp.Body)
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if strings.HasSuffix(req.URL.Path, "/eviction") && bytes.Contains(body, []byte("disruption budget")) {
+			e.w.cov.pdbRefusals.Add(1) // the API server refusing for a PDB
+		}
 		if secs <= 0 {
 			secs = 1
 		}

@@ -28,7 +28,7 @@ CDK_ARGS     ?=
 # Identity of the CRDs the bootstrap embeds; a change makes CloudFormation re-run it.
 CRD_HASH     := $(shell cat shared/apis/crds/*.yaml 2>/dev/null | sha256sum | cut -c1-16)
 
-.PHONY: all demo test test-loaded checks soak unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
+.PHONY: all demo test test-loaded soak-mutants checks soak unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
 
 all: test
 
@@ -56,6 +56,13 @@ FIRST_SEED ?= 1
 soak: kube
 	$(GO) build -o build/karpless ./cmd/karpless
 	build/karpless soak --seeds $(SEEDS) --first-seed $(FIRST_SEED) --hours $(HOURS) $(if $(SOAK_DIR),--dir $(SOAK_DIR))
+
+## soak-mutants: the soak's mutation check: each fault planted in the
+## functions' code (shared/local/soak/mutants_test.go, built with
+## go build -overlay, the source untouched) must be caught by its invariant
+## within the CI seeds. CI runs it after make test.
+soak-mutants: kube
+	KARPLESS_SOAK_MUTANTS=1 KARPLESS_REQUIRE_KUBE=1 $(GO) test -count=1 -timeout 85m -run TestMutantsCaught -v ./$(SOAK)
 
 ## generate: deepcopy and CRD manifests from shared/apis (controller-gen is
 ## pinned in go.mod's tool block), and the catalog from ../shared when present.

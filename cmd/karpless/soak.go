@@ -18,19 +18,20 @@ var soakCommand = command{
 }
 
 func runSoak(ctx context.Context, c *cli, args []string) error {
-	fs := flags(c, "karpless soak", "[--seeds n] [--first-seed s] [--hours h] [--dir folder]")
+	fs := flags(c, "karpless soak", "[--seeds n] [--first-seed s] [--hours h] [--dir folder] [--quick] [--fail-fast]")
 	seeds := fs.Int("seeds", 20, "how many seeds (worlds) to run, one after the other")
 	first := fs.Uint64("first-seed", 1, "the first seed; the others follow it")
 	hours := fs.Float64("hours", 6, "virtual hours of churn per seed (then the world settles)")
 	dir := fs.String("dir", "", "keep each seed's control-plane and function logs here (default: a temporary folder, kept only for a seed with violations)")
 	quick := fs.Bool("quick", false, "settle for at most 25 virtual minutes instead of 40")
+	failFast := fs.Bool("fail-fast", false, "stop at the first violation (the mutation check asks only whether a planted fault is caught)")
 	if pos, err := parse(fs, args); err != nil || len(pos) != 0 || *seeds < 1 || *hours <= 0 {
 		return errUsage
 	}
 	// client-go logs every request a deadline cuts short; in a soak that
 	// is routine, and the soak reports what matters itself.
 	klog.SetLogger(logr.Discard())
-	o := soak.Options{Duration: time.Duration(*hours * float64(time.Hour)), Dir: *dir, Out: c.out, Quick: *quick}
+	o := soak.Options{Duration: time.Duration(*hours * float64(time.Hour)), Dir: *dir, Out: c.out, Quick: *quick, FailFast: *failFast}
 	for i := range *seeds {
 		o.Seeds = append(o.Seeds, *first+uint64(i))
 	}

@@ -1,0 +1,150 @@
+package soak
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// mutant is a fault planted in the functions' code that the soak must
+// catch, by the invariant it names, within the CI seeds. A soak that
+// stops catching one has lost an invariant's teeth.
+type mutant struct {
+	name string
+	// file, relative to the repository, and the one text in it the fault
+	// replaces.
+	file, old, new string
+	// invariant is the one that must catch it.
+	invariant string
+}
+
+// mutants are the faults a reviewer planted against the soak (issue 28):
+// the garbage collector, the launch's existing-instance lookup and its
+// token, the provisioner's topology spread, the consolidation policy and
+// the spot-to-spot rule.
+var mutants = []mutant{
+	{
+		name:      "garbage collection spares orphaned instances",
+		file:      "shared/ticks/garbagecollection/garbagecollection.go",
+		old:       "\t\torphans = append(orphans, i.ID)\n\t}\n\tif len(orphans) > 0 {",
+		new:       "\t\t_ = i\n\t}\n\tif len(orphans) > 0 {",
+		invariant: "no instance without a NodeClaim after the GC grace",
+	},
+	{
+		name:      "a launch ignores the claim's existing instance",
+		file:      "shared/cloud/launch.go",
+		old:       "\tif len(existing) > 0 {\n\t\t// A tick died between CreateFleet and recording its result.",
+		new:       "\tif false && len(existing) > 0 {\n\t\t// A tick died between CreateFleet and recording its result.",
+		invariant: "never two instances for one NodeClaim",
+	},
+	{
+		name:      "a launch failure not for capacity keeps its token",
+		file:      "shared/cloud/launch.go",
+		old:       "\t\tcase errors.Is(err, instance.ErrNothingLaunched):\n\t\t\tcalls++\n\t\t\tattempt++\n",
+		new:       "\t\tcase errors.Is(err, instance.ErrNothingLaunched):\n\t\t\tcalls++\n\t\t\tif errors.Is(err, instance.ErrNoCapacity) {\n\t\t\t\tattempt++\n\t\t\t}\n",
+		invariant: "no NodeClaim left unlaunched longer than 3 ticks while an offering is available",
+	},
+	{
+		name:      "the provisioner drops topology spread",
+		file:      "shared/core/scheduling/topology.go",
+		old:       "\tfor _, tsc := range p.Spec.TopologySpreadConstraints {",
+		new:       "\tfor _, tsc := range p.Spec.TopologySpreadConstraints[:0] {",
+		invariant: "every pod Running within 5 virtual minutes of capacity being available to it",
+	},
+	{
+		name:      "the consolidation policy is inverted",
+		file:      "shared/core/disruption/methods.go",
+		old:       "np.Spec.Disruption.ConsolidationPolicy == karpv1.ConsolidationPolicyWhenEmpty || !consolidatable",
+		new:       "np.Spec.Disruption.ConsolidationPolicy != karpv1.ConsolidationPolicyWhenEmpty || !consolidatable",
+		invariant: "at quiescence the $/h is within 10% of a fresh simulation",
+	},
+	{
+		name:      "spot-to-spot needs 150 cheaper types instead of 15",
+		file:      "shared/core/disruption/types.go",
+		old:       "minSpotToSpotOptions = 15",
+		new:       "minSpotToSpotOptions = 150",
+		invariant: "at quiescence the $/h is within 10% of a fresh simulation",
+	},
+}
+
+// TestMutantsCaught plants each mutant (go build -overlay, the source
+// left untouched), runs the CI seeds on it with the soak stopping at the
+// first violation, and requires the mutant's invariant among them. It
+// runs with `make soak-mutants` (KARPLESS_SOAK_MUTANTS=1), which CI runs
+// after `make test`; KARPLESS_SOAK_MUTANT=<part of a name> picks one.
+func TestMutantsCaught(t *testing.T) {
+	if os.Getenv("KARPLESS_SOAK_MUTANTS") != "1" {
+		t.Skip("KARPLESS_SOAK_MUTANTS=1 (make soak-mutants) runs the soak once per planted fault")
+	}
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeds := fmt.Sprint(len(ciSeeds))
+	hours := fmt.Sprintf("%.4f", ciDuration.Hours())
+	caught, ran := 0, 0
+	for _, m := range mutants {
+		if pick := os.Getenv("KARPLESS_SOAK_MUTANT"); pick != "" && !strings.Contains(m.name, pick) {
+			continue
+		}
+		ran++
+		t.Run(m.name, func(t *testing.T) {
+			dir := t.TempDir()
+			src := filepath.Join(root, m.file)
+			b, err := os.ReadFile(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(string(b), m.old); n != 1 {
+				t.Fatalf("%s holds the text to replace %d times, want once: the mutant is out of date", m.file, n)
+			}
+			mutated := filepath.Join(dir, filepath.Base(m.file))
+			if err := os.WriteFile(mutated, []byte(strings.Replace(string(b), m.old, m.new, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			overlay, _ := json.Marshal(map[string]map[string]string{"Replace": {src: mutated}})
+			if err := os.WriteFile(filepath.Join(dir, "overlay.json"), overlay, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			bin := filepath.Join(dir, "karpless")
+			build := exec.Command("go", "build", "-overlay", filepath.Join(dir, "overlay.json"), "-o", bin, "./cmd/karpless")
+			build.Dir = root
+			if out, err := build.CombinedOutput(); err != nil {
+				t.Fatalf("building the mutant: %v\n%s", err, out)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+			defer cancel()
+			start := time.Now()
+			run := exec.CommandContext(ctx, bin, "soak", "--first-seed", fmt.Sprint(ciSeeds[0]), "--seeds", seeds, "--hours", hours, "--quick", "--fail-fast")
+			run.Dir = root
+			var out bytes.Buffer
+			run.Stdout, run.Stderr = &out, &out
+			_ = run.Run() // violations exit non-zero
+			text := out.String()
+			last := text
+			if i := strings.LastIndex(strings.TrimRight(text, "\n"), "\n"); i >= 0 {
+				last = text[i+1:]
+			}
+			if !strings.Contains(text, "invariant=\""+m.invariant+"\"") {
+				var seen []string
+				for _, line := range strings.Split(text, "\n") {
+					if strings.HasPrefix(line, "VIOLATION") {
+						seen = append(seen, line)
+					}
+				}
+				t.Errorf("missed: no violation of %q in the CI seeds (%s); violations seen: %v", m.invariant, strings.TrimSpace(last), seen)
+				return
+			}
+			caught++
+			t.Logf("caught by %q in %s: %s", m.invariant, time.Since(start).Round(time.Second), strings.TrimSpace(last))
+		})
+	}
+	t.Logf("soak-mutants: caught=%d of %d", caught, ran)
+}

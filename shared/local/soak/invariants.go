@@ -48,6 +48,11 @@ const (
 	// an interruption, a drift or a NodePool edit makes new pods, and a
 	// pod the functions ignore is late whatever else happens.
 	pendingLimit = 5 * time.Minute
+	// killCost is what one killed provisioner or interruption invocation
+	// may add to a pending pod's wait: its lease runs out and the next
+	// tick takes the pod up. A pod waits pendingLimit plus killCost for
+	// each such kill since its clock started.
+	killCost = tickEvery + 30*time.Second
 	// costTolerance: at quiescence the cluster costs at most this much more
 	// than a fresh simulation of the same pods.
 	costTolerance = 0.10
@@ -82,6 +87,16 @@ type invariants struct {
 	// podBlockedAt is when each pending pod last had no capacity available
 	// to it (guarded by mu).
 	podBlockedAt map[string]time.Time
+	// kills are when provisioner and interruption invocations were
+	// killed (guarded by mu).
+	kills []time.Time
+}
+
+// killed records that an invocation that launches was killed now.
+func (v *invariants) killed() {
+	v.mu.Lock()
+	v.kills = append(v.kills, v.w.now())
+	v.mu.Unlock()
 }
 
 // budgetEdit is an edit of a NodePool's budgets: when the API server had
@@ -406,14 +421,20 @@ func (v *invariants) check(ctx context.Context) {
 		if b, ok := v.podBlockedAt[p.Name]; ok && b.Add(timing.DefaultUnavailableOfferingsTTL).After(from) {
 			from = b.Add(timing.DefaultUnavailableOfferingsTTL)
 		}
+		limit := pendingLimit
+		for _, k := range v.kills {
+			if !k.Before(from) {
+				limit += killCost
+			}
+		}
 		v.mu.Unlock()
-		if age := now.Sub(p.CreationTimestamp.Time); now.Sub(from) > pendingLimit {
+		if age := now.Sub(p.CreationTimestamp.Time); now.Sub(from) > limit {
 			where := "unbound"
 			if p.Spec.NodeName != "" {
 				where = "bound to " + p.Spec.NodeName
 			}
 			v.violate("pending/"+p.Name, "every pod Running within 5 virtual minutes of capacity being available to it",
-				"pod %s %s, not running after %s (%s of them with capacity available to it): %s", p.Name, where, age.Round(time.Second), now.Sub(from).Round(time.Second), podReason(&p))
+				"pod %s %s, not running after %s (%s of them with capacity available to it, %s allowed with the kills since): %s", p.Name, where, age.Round(time.Second), now.Sub(from).Round(time.Second), limit, podReason(&p))
 		}
 	}
 	v.mu.Lock()

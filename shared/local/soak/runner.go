@@ -311,6 +311,9 @@ func (r *runner) invoke(ctx context.Context, identity string, timeout time.Durat
 		}
 		if ks.Dead() {
 			r.kills.Add(1)
+			if identity != "disruption" {
+				w.inv.killed() // a launch may have died with it
+			}
 			calls := ks.Calls()
 			at := "its deadline"
 			if ks.At > 0 && ks.At <= len(calls) {

@@ -90,6 +90,22 @@ type invariants struct {
 	// kills are when provisioner and interruption invocations were
 	// killed (guarded by mu).
 	kills []time.Time
+	// warm is when the first provisioner invocation ended (guarded by mu).
+	warm time.Time
+}
+
+// provisioned records the end of a provisioner invocation: the first one
+// of a seed is the cluster's cold start (the region's instance types and
+// prices, the node class, the launch templates, each read or made for the
+// first time through the hostile APIs), and pods that waited for it start
+// their clock when it ends, as they would in a cluster Karpless just
+// joined.
+func (v *invariants) provisioned() {
+	v.mu.Lock()
+	if v.warm.IsZero() {
+		v.warm = v.w.now()
+	}
+	v.mu.Unlock()
 }
 
 // killed records that an invocation that launches was killed now.
@@ -418,6 +434,11 @@ func (v *invariants) check(ctx context.Context) {
 			v.podBlockedAt[p.Name] = now
 		}
 		from := p.CreationTimestamp.Time
+		if v.warm.IsZero() {
+			from = now // nothing has provisioned yet
+		} else if v.warm.After(from) {
+			from = v.warm
+		}
 		if b, ok := v.podBlockedAt[p.Name]; ok && b.Add(timing.DefaultUnavailableOfferingsTTL).After(from) {
 			from = b.Add(timing.DefaultUnavailableOfferingsTTL)
 		}

@@ -309,6 +309,9 @@ func (r *runner) invoke(ctx context.Context, identity string, timeout time.Durat
 		if fleetKill != nil {
 			r.fleetKillDone(fleetKill)
 		}
+		if identity == "provisioner" {
+			w.inv.provisioned()
+		}
 		if ks.Dead() {
 			r.kills.Add(1)
 			if identity != "disruption" {

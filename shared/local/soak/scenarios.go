@@ -7,7 +7,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/karpless/karpless/shared/aws/unavailable"
+	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/local/deploy"
 	"github.com/karpless/karpless/shared/local/emulator"
 )
@@ -78,6 +83,10 @@ func (r *runner) scenarioDue(ctx context.Context) {
 			r.tried = false
 		}
 		if !r.tried {
+			// A kill armed by an earlier scenario is spent now.
+			r.fleetKill.Lock()
+			r.fleetKill.armed = false
+			r.fleetKill.Unlock()
 			r.w.inv.note("scenario: %s", s.name)
 			r.tried = true
 		}
@@ -86,10 +95,44 @@ func (r *runner) scenarioDue(ctx context.Context) {
 		}
 	}
 	if r.fleetKilled.CompareAndSwap(true, false) {
-		// The world changes before the next tick: a new AMI makes the
-		// next launch's parameters differ from the killed one's, so only
-		// the claim's tag can tell that an instance exists.
-		r.chaos.releaseAMI(ctx)
+		r.worldChangesAfterKill(ctx)
+	}
+}
+
+// worldChangesAfterKill changes the world before the next tick so that
+// the killed launch's next attempt cannot be EC2's replay of the same
+// call: a new AMI (a new launch template, once the class is resolved
+// again), and the offering the killed call launched marked out of
+// capacity, as another launch meeting EC2's capacity error in between
+// would mark it. Only the claim's tag on the running instance then shows
+// that the claim has one.
+func (r *runner) worldChangesAfterKill(ctx context.Context) {
+	w := r.w
+	r.chaos.releaseAMI(ctx)
+	claims, err := w.admin.NodeClaims.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	unrecorded := map[string]bool{}
+	for _, nc := range claims.Items {
+		if nc.Status.ProviderID == "" && nc.DeletionTimestamp == nil {
+			unrecorded[nc.Name] = true
+		}
+	}
+	cache, err := unavailable.Load(ctx, w.admin.Core.CoreV1(), config.DefaultNamespace, timing.DefaultUnavailableOfferingsTTL, w.clk)
+	if err != nil {
+		return
+	}
+	for _, i := range w.emu.Instances(func(i emulator.Instance) bool {
+		return i.State == emulator.StatePending || i.State == emulator.StateRunning
+	}) {
+		if unrecorded[i.Tags[wellknown.NodeClaimTagKey]] {
+			cache.Mark(i.CapacityType, i.InstanceType, i.Zone, "InsufficientInstanceCapacity")
+			w.inv.note("fault: another launch meets InsufficientInstanceCapacity for %s %s in %s (the killed launch's offering)", i.CapacityType, i.InstanceType, i.Zone)
+		}
+	}
+	if err := cache.Save(ctx); err != nil {
+		w.inv.note("marking the killed launch's offering: %v", err)
 	}
 }
 
@@ -117,36 +160,40 @@ func (r *runner) orphan(ctx context.Context) bool {
 	return true
 }
 
-// armFleetKill makes the next provisioner invocations that launch die
-// right after their first CreateFleet (its instance launched, its answer
-// lost with the process), and starts a Job that needs new nodes.
+// armFleetKill makes provisioner invocations that launch die right after
+// their first CreateFleet (its instance launched, its answer lost with the
+// process), until one does or the next scenario is due, and starts a Job
+// that needs new nodes.
 func (r *runner) armFleetKill(ctx context.Context) bool {
 	r.fleetKill.Lock()
-	r.fleetKill.left = 3
+	r.fleetKill.armed = true
 	r.fleetKill.Unlock()
 	r.chaos.burst(ctx)
 	return true
 }
 
-// takeFleetKill gives the armed switch to an invocation, if armed.
+// takeFleetKill gives the armed switch to an invocation, if armed and not
+// with another invocation already.
 func (r *runner) takeFleetKill() *deploy.KillSwitch {
 	r.fleetKill.Lock()
 	defer r.fleetKill.Unlock()
-	if r.fleetKill.left == 0 {
+	if !r.fleetKill.armed || r.fleetKill.out {
 		return nil
 	}
-	r.fleetKill.left--
+	r.fleetKill.out = true
 	return &deploy.KillSwitch{On: "aws CreateFleet", After: true}
 }
 
 // fleetKillDone notes an armed invocation's end: fired, the scenario goes
-// on (an AMI release before the next tick); not fired (nothing to
-// launch), the next invocation gets the switch.
+// on (the world changes before the next tick) and the switch is spent;
+// not fired (nothing to launch, or the lease held by another), the next
+// invocation gets it.
 func (r *runner) fleetKillDone(ks *deploy.KillSwitch) {
+	r.fleetKill.Lock()
+	defer r.fleetKill.Unlock()
+	r.fleetKill.out = false
 	if ks.Dead() && ks.At > 0 {
-		r.fleetKill.Lock()
-		r.fleetKill.left = 0
-		r.fleetKill.Unlock()
+		r.fleetKill.armed = false
 		r.w.cov.fleetKills.Add(1)
 		r.fleetKilled.Store(true)
 	}
@@ -175,8 +222,9 @@ func (r *runner) deleteWhileDraining(ctx context.Context) bool {
 	return r.chaos.deleteDrainingPod(ctx)
 }
 
-// fleetKillState is the armed kill after CreateFleet.
+// fleetKillState is the armed kill after CreateFleet: armed until it
+// fires or the next scenario is due, out while an invocation holds it.
 type fleetKillState struct {
 	sync.Mutex
-	left int
+	armed, out bool
 }

@@ -28,7 +28,7 @@ CDK_ARGS     ?=
 # Identity of the CRDs the bootstrap embeds; a change makes CloudFormation re-run it.
 CRD_HASH     := $(shell cat shared/apis/crds/*.yaml 2>/dev/null | sha256sum | cut -c1-16)
 
-.PHONY: all demo test test-loaded soak-mutants checks soak unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
+.PHONY: all demo test test-loaded soak-mutants conformance conformance-doc checks soak unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
 
 all: test
 
@@ -57,6 +57,16 @@ soak: kube
 	$(GO) build -o build/karpless ./cmd/karpless
 	build/karpless soak --seeds $(SEEDS) --first-seed $(FIRST_SEED) --hours $(HOURS) $(if $(SOAK_DIR),--dir $(SOAK_DIR))
 
+## conformance: the cases of Karpenter v1.14.1's own suites ported as the
+## project's tests (conformance.Run), one line per source suite, then
+## conformance: passed=P differs=D total=T. Fails when a case fails or
+## docs/conformance.md's table is not this run's (conformance-doc writes it).
+CONFORMANCE_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' 'conformance.Run' shared infra cmd)))
+conformance:
+	@set -o pipefail; $(GO) test -count=1 -json -run Conformance $(addprefix ./,$(CONFORMANCE_PKGS)) | $(GO) run ./hack/conformance -doc docs/conformance.md
+conformance-doc:
+	@set -o pipefail; $(GO) test -count=1 -json -run Conformance $(addprefix ./,$(CONFORMANCE_PKGS)) | $(GO) run ./hack/conformance -doc docs/conformance.md -write
+
 ## soak-mutants: the soak's mutation check: each fault planted in the
 ## functions' code (shared/local/soak/mutants_test.go, built with
 ## go build -overlay, the source untouched) must be caught by its invariant
@@ -80,11 +90,11 @@ check-generated:
 ## checks: vet, the generated-files check and cdk synth, side by side (none
 ## of them is timing-sensitive; alone, each held the second core idle).
 checks:
-	@$(MAKE) --no-print-directory -j3 vet check-generated synth
+	@$(MAKE) --no-print-directory -j3 vet check-generated synth conformance
 
 vet:
 	$(GO) vet ./...
-	@out=$$("$$($(GO) env GOROOT)/bin/gofmt" -l functions events shared infra cmd bench); \
+	@out=$$("$$($(GO) env GOROOT)/bin/gofmt" -l functions events shared infra cmd bench hack); \
 	if [ -n "$$out" ]; then echo "not gofmt-ed (run gofmt -w):"; echo "$$out"; exit 1; fi
 
 ## test-loaded: make test beside two CPU-bound processes (a busy laptop's

@@ -1,0 +1,160 @@
+// Command conformance tallies the ported Karpenter cases from `go test -json`
+// on stdin, per source suite, and checks or writes docs/conformance.md's table.
+//
+//	go test -json -run Conformance ./... | go run ./hack/conformance [-doc docs/conformance.md] [-write]
+//
+// It prints `conformance <suite>: passed=P differs=D total=T` per suite and
+// last `conformance: passed=P differs=D total=T`, and exits 1 when a case
+// failed or did not run, or when the document's table is not this run's.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/karpless/karpless/shared/core/conformance"
+)
+
+// event is a line of `go test -json`.
+type event struct {
+	Action, Package, Test, Output string
+}
+
+type tally struct{ passed, differs, failed, other int }
+
+func (t tally) total() int { return t.passed + t.differs + t.failed + t.other }
+
+const begin, end = "<!-- conformance-table:begin -->\n", "<!-- conformance-table:end -->"
+
+func main() {
+	doc := flag.String("doc", "", "the document whose table must be this run's (docs/conformance.md)")
+	write := flag.Bool("write", false, "write the table into -doc instead of checking it")
+	flag.Parse()
+	suites, problems, err := read(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "conformance:", err)
+		os.Exit(1)
+	}
+	names := make([]string, 0, len(suites))
+	for s := range suites {
+		names = append(names, s)
+	}
+	sort.Strings(names)
+	var all tally
+	for _, s := range names {
+		t := suites[s]
+		fmt.Printf("conformance %s: passed=%d differs=%d total=%d\n", s, t.passed, t.differs, t.total())
+		all.passed, all.differs, all.failed, all.other = all.passed+t.passed, all.differs+t.differs, all.failed+t.failed, all.other+t.other
+	}
+	for _, p := range problems {
+		fmt.Fprintln(os.Stderr, p)
+	}
+	rc := 0
+	if len(problems) > 0 {
+		rc = 1
+	}
+	if *doc != "" {
+		table := render(names, suites, all)
+		if err := syncDoc(*doc, table, *write); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			rc = 1
+		}
+	}
+	fmt.Printf("conformance: passed=%d differs=%d total=%d\n", all.passed, all.differs, all.total())
+	os.Exit(rc)
+}
+
+// read tallies the cases' outcomes: a case is the subtest under a
+// SuitePrefix subtest (deeper subtests belong to it).
+func read(r io.Reader) (map[string]tally, []string, error) {
+	suites := map[string]tally{}
+	differs := map[string]bool{}
+	var problems []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var ev event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			continue // a build error or a line not of go test -json
+		}
+		suite, spec, ok := split(ev.Test)
+		if !ok {
+			continue
+		}
+		key := ev.Package + " " + ev.Test
+		switch ev.Action {
+		case "output":
+			if strings.Contains(ev.Output, conformance.DiffersPrefix) {
+				differs[key] = true
+			}
+		case "pass", "fail", "skip":
+			t := suites[suite]
+			switch {
+			case ev.Action == "pass":
+				t.passed++
+			case ev.Action == "fail":
+				t.failed++
+				problems = append(problems, fmt.Sprintf("conformance %s: FAILED %s (%s)", suite, spec, ev.Test))
+			case differs[key]:
+				t.differs++
+			default:
+				t.other++
+				problems = append(problems, fmt.Sprintf("conformance %s: did not run %s (%s)", suite, spec, ev.Test))
+			}
+			suites[suite] = t
+		}
+	}
+	return suites, problems, sc.Err()
+}
+
+// split finds the suite and the case in a test name, or reports that the
+// test is not a ported case (or is a subtest inside one).
+func split(test string) (suite, spec string, ok bool) {
+	parts := strings.Split(test, "/")
+	for i, p := range parts {
+		if strings.HasPrefix(p, conformance.SuitePrefix) && i+2 == len(parts) {
+			// go test numbers a repeated subtest name: suite#01.
+			p, _, _ = strings.Cut(p, "#")
+			return strings.ReplaceAll(strings.TrimPrefix(p, conformance.SuitePrefix), ".", "/"), parts[i+1], true
+		}
+	}
+	return "", "", false
+}
+
+func render(names []string, suites map[string]tally, all tally) string {
+	var b strings.Builder
+	b.WriteString("| source suite | passed | differs | total |\n|---|---|---|---|\n")
+	for _, s := range names {
+		t := suites[s]
+		fmt.Fprintf(&b, "| `%s` | %d | %d | %d |\n", s, t.passed, t.differs, t.total())
+	}
+	fmt.Fprintf(&b, "| **all** | **%d** | **%d** | **%d** |\n", all.passed, all.differs, all.total())
+	return b.String()
+}
+
+// syncDoc checks (or writes) the table between the markers of path.
+func syncDoc(path, table string, write bool) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	doc := string(b)
+	i, j := strings.Index(doc, begin), strings.Index(doc, end)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s lacks the %q ... %q markers", path, strings.TrimSpace(begin), end)
+	}
+	got := doc[i+len(begin) : j]
+	if got == table {
+		return nil
+	}
+	if write {
+		return os.WriteFile(path, []byte(doc[:i+len(begin)]+table+doc[j:]), 0o644)
+	}
+	return fmt.Errorf("%s's conformance table is stale: run make conformance-doc; this run's:\n%s", path, table)
+}

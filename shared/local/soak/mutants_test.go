@@ -115,39 +115,53 @@ func TestMutantsCaught(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "overlay.json"), overlay, 0o644); err != nil {
 				t.Fatal(err)
 			}
+			start := time.Now()
 			bin := filepath.Join(dir, "karpless")
 			build := exec.Command("go", "build", "-overlay", filepath.Join(dir, "overlay.json"), "-o", bin, "./cmd/karpless")
 			build.Dir = root
 			if out, err := build.CombinedOutput(); err != nil {
 				t.Fatalf("building the mutant: %v\n%s", err, out)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
-			defer cancel()
-			start := time.Now()
-			run := exec.CommandContext(ctx, bin, "soak", "--first-seed", fmt.Sprint(ciSeeds[0]), "--seeds", seeds, "--hours", hours, "--quick", "--fail-fast")
-			run.Dir = root
-			var out bytes.Buffer
-			run.Stdout, run.Stderr = &out, &out
-			_ = run.Run() // violations exit non-zero
-			text := out.String()
-			last := text
-			if i := strings.LastIndex(strings.TrimRight(text, "\n"), "\n"); i >= 0 {
-				last = text[i+1:]
-			}
-			by := ""
-			for _, inv := range m.invariants {
-				if strings.Contains(text, "invariant=\""+inv+"\"") {
-					by = inv
-					break
+			// The seeds replay the same schedule, but the real-time parts
+			// (kube-scheduler, watches, goroutines) make each run take its
+			// own path; a fault that only consolidation at rest shows
+			// (spot-to-spot) needs a node the rule decides about, which a
+			// run may not leave. A missed fault gets two more runs.
+			var text, last, by string
+			for run := 1; run <= 3 && by == ""; run++ {
+				text, last = soakOnce(t, root, bin, seeds, hours)
+				for _, inv := range m.invariants {
+					if strings.Contains(text, "invariant=\""+inv+"\"") {
+						by = fmt.Sprintf("%s (run %d)", inv, run)
+						break
+					}
 				}
 			}
 			if by == "" {
-				t.Errorf("missed: no violation of %q in the CI seeds (%s); the soak's output:\n%s", m.invariants, strings.TrimSpace(last), text)
+				t.Errorf("missed: no violation of %q in the CI seeds in 3 runs (%s); the last run's output:\n%s", m.invariants, strings.TrimSpace(last), text)
 				return
 			}
 			caught++
-			t.Logf("caught by %q in %s: %s", by, time.Since(start).Round(time.Second), strings.TrimSpace(last))
+			t.Logf("caught by %s in %s: %s", by, time.Since(start).Round(time.Second), strings.TrimSpace(last))
 		})
 	}
 	t.Logf("soak-mutants: caught=%d of %d", caught, ran)
+}
+
+// soakOnce runs the CI seeds on the mutant's binary, stopping at the first
+// violation, and returns the output and its last line.
+func soakOnce(t *testing.T, root, bin, seeds, hours string) (text, last string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	run := exec.CommandContext(ctx, bin, "soak", "--first-seed", fmt.Sprint(ciSeeds[0]), "--seeds", seeds, "--hours", hours, "--quick", "--fail-fast")
+	run.Dir = root
+	var out bytes.Buffer
+	run.Stdout, run.Stderr = &out, &out
+	_ = run.Run() // violations exit non-zero
+	text = out.String()
+	last = text
+	if i := strings.LastIndex(strings.TrimRight(text, "\n"), "\n"); i >= 0 {
+		last = text[i+1:]
+	}
+	return text, last
 }

@@ -121,6 +121,12 @@ type runner struct {
 	log                                                    []string
 	deadline                                               time.Time
 	interrupted                                            map[string]bool
+	// interruptedNodes are the nodes an interruption step reclaims, and
+	// movedAt the first moment none of their workload pods remained there
+	// and no pod was pending: the step's note judges the deadline by it,
+	// not by the end of the step (consolidation may still be at work).
+	interruptedNodes map[string]bool
+	movedAt          time.Time
 }
 
 type claimView struct {
@@ -374,8 +380,8 @@ func (r *runner) step(ctx context.Context, i int, st Step) (StepResult, error) {
 	res.Took = r.now().Sub(stepStart)
 	res.CostTo = r.cost()
 	if st.Interrupt != nil && !r.deadline.IsZero() {
-		if r.now().Before(r.deadline) {
-			res.Note = fmt.Sprintf("pods ran elsewhere %s before the instance's two-minute deadline", r.deadline.Sub(r.now()).Round(time.Second))
+		if !r.movedAt.IsZero() && r.movedAt.Before(r.deadline) {
+			res.Note = fmt.Sprintf("pods ran elsewhere %s before the instance's two-minute deadline", r.deadline.Sub(r.movedAt).Round(time.Second))
 		} else {
 			res.Note = "pods were still moving at the deadline"
 		}
@@ -520,6 +526,7 @@ func (r *runner) observe(ctx context.Context) {
 			pending++
 		}
 	}
+	r.noteMoved(pods, pending)
 	nodes := r.readyNodes(ctx)
 	status := fmt.Sprintf("nodes %d | pods running %d, pending %d | $%.3f/h", nodes, running, pending, r.cost())
 	if status != r.status && r.now().Sub(r.lastStatus) >= 2*time.Second {
@@ -530,6 +537,24 @@ func (r *runner) observe(ctx context.Context) {
 		r.lastSample = r.now()
 		r.timeline = append(r.timeline, sample{T: r.since().Seconds(), Nodes: nodes, Pending: pending, Running: running, Claims: len(claims), Cost: r.cost()})
 	}
+}
+
+// noteMoved records when an interruption's workload first ran elsewhere:
+// no pod but a DaemonSet's left on an interrupted node, none pending.
+func (r *runner) noteMoved(pods []corev1.Pod, pending int) {
+	if len(r.interruptedNodes) == 0 || !r.movedAt.IsZero() || pending > 0 {
+		return
+	}
+	for _, p := range pods {
+		if !r.interruptedNodes[p.Spec.NodeName] || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if owner := metav1.GetControllerOf(&p); owner != nil && owner.Kind == "DaemonSet" {
+			continue
+		}
+		return
+	}
+	r.movedAt = r.now()
 }
 
 func (r *runner) readyNodes(ctx context.Context) int {
@@ -714,12 +739,14 @@ func (r *runner) interrupt(ctx context.Context, in *Interrupt) error {
 	claims := r.nodeClaims(ctx)
 	sort.SliceStable(claims, func(i, j int) bool { return podsOn[claims[i].Status.NodeName] > podsOn[claims[j].Status.NodeName] })
 	var ids, names []string
+	r.interruptedNodes, r.movedAt = map[string]bool{}, time.Time{}
 	for _, nc := range claims {
 		if in.CapacityType != "" && nc.Labels[wellknown.CapacityTypeLabel] != in.CapacityType {
 			continue
 		}
 		if id := wellknown.InstanceIDFromProviderID(nc.Status.ProviderID); id != "" && podsOn[nc.Status.NodeName] > 0 {
 			ids = append(ids, id)
+			r.interruptedNodes[nc.Status.NodeName] = true
 			names = append(names, fmt.Sprintf("%s (%s, %d pods)", nc.Status.NodeName, nc.Labels[wellknown.InstanceTypeLabel], podsOn[nc.Status.NodeName]))
 		}
 		if len(ids) == in.Count {

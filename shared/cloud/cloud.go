@@ -106,6 +106,18 @@ type Cloud struct {
 type classView struct {
 	nc    *awsv1.EC2NodeClass
 	types []*scheduling.InstanceType
+	// pools are the types of the NodePools that see the class otherwise
+	// (NodeOverlays that select some of its pools only).
+	pools map[string][]*scheduling.InstanceType
+}
+
+// forPool is the view a NodeClaim of that NodePool launches with.
+func (v *classView) forPool(pool string) *classView {
+	types, ok := v.pools[pool]
+	if !ok {
+		return v
+	}
+	return &classView{nc: v.nc, types: types}
 }
 
 // Open reads the capacity marks (unavailable offerings).

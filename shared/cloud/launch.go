@@ -88,6 +88,9 @@ func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeC
 		return nil, errors.New("nodeclaim has no nodeClassRef")
 	}
 	view := c.views[nc.Spec.NodeClassRef.Name]
+	if view != nil {
+		view = view.forPool(nc.Labels[wellknown.NodePoolLabel])
+	}
 	if view == nil {
 		// Karpenter's Create takes a missing class for a lack of capacity.
 		failed.Count(MethodCreate, errNoOffering)
@@ -420,7 +423,7 @@ func (c *Cloud) record(ctx context.Context, nc *karpv1.NodeClaim, inst *instance
 	var it *scheduling.InstanceType
 	if nc.Spec.NodeClassRef != nil {
 		if view := c.views[nc.Spec.NodeClassRef.Name]; view != nil {
-			for _, t := range view.types {
+			for _, t := range view.forPool(nc.Labels[wellknown.NodePoolLabel]).types {
 				if t.Name == inst.Type {
 					it = t
 				}

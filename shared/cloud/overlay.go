@@ -1,8 +1,6 @@
 package cloud
 
 import (
-	"maps"
-
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/apis/karpenter/v1alpha1"
 	"github.com/karpless/karpless/shared/core/overlay"
@@ -22,17 +20,11 @@ func (c *Cloud) ApplyOverlays(overlays []*v1alpha1.NodeOverlay, pools []*karpv1.
 	res := overlay.Apply(overlay.Input{Classes: in, Pools: pools, Overlays: overlays})
 	// New views and a new class map: a caller may still hold the old ones.
 	views := make(map[string]*classView, len(c.views))
-	classes := maps.Clone(c.classes)
 	for name, v := range c.views {
 		cv := *v
-		cv.types = res.Classes[name]
+		cv.types, cv.pools = res.Classes[name], res.PoolTypes(name)
 		views[name] = &cv
-		if cl := c.classes[name]; cl != nil {
-			cp := *cl
-			cp.InstanceTypes = res.Classes[name]
-			classes[name] = &cp
-		}
 	}
-	c.views, c.classes = views, classes
+	c.views, c.classes = views, res.NodeClasses(c.classes)
 	return res
 }

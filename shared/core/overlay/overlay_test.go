@@ -3,6 +3,7 @@ package overlay
 import (
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -101,6 +102,9 @@ func TestApply(t *testing.T) {
 		prices map[string]float64
 		// resources: "class/type/resource" -> allocatable ("" absent).
 		resources map[string]string
+		// poolPrices: "pool/type/zone/capacity-type" -> price as that
+		// NodePool sees it.
+		poolPrices map[string]float64
 	}{
 		{
 			name:     "a single price overlay",
@@ -271,14 +275,20 @@ func TestApply(t *testing.T) {
 			resources: map[string]string{"gpu/g5.xlarge/smarter-devices/fuse": "1", "default/m5.large/smarter-devices/fuse": ""},
 		},
 		{
-			name:  "pools that share a class and are selected apart: applied nowhere",
-			pools: []*karpv1.NodePool{pool("a", "default", nil), pool("b", "default", nil), pool("accelerated", "gpu", nil)},
+			name:  "pools that share a class and are selected apart: each sees its own",
+			pools: []*karpv1.NodePool{pool("a", "default", nil), pool("b", "default", nil), pool("c", "default", nil), pool("accelerated", "gpu", nil)},
 			overlays: []ov{
+				// only-a comes first (equal weights, names descending)
+				// and wins pool a; both then conflicts on pool a.
 				{name: "only-a", price: "0.5", reqs: []v1alpha1.NodeSelectorRequirement{r(wellknown.NodePoolLabel, corev1.NodeSelectorOpIn, "a", "accelerated")}},
 				{name: "both", price: "0.7", reqs: []v1alpha1.NodeSelectorRequirement{r(wellknown.NodePoolLabel, corev1.NodeSelectorOpIn, "a", "b")}},
+				{name: "heavier-b", weight: 5, price: "0.9", reqs: []v1alpha1.NodeSelectorRequirement{r(wellknown.NodePoolLabel, corev1.NodeSelectorOpIn, "b")}},
 			},
-			outcomes: map[string]string{"only-a": ReasonSharedNodeClass, "both": ""},
-			prices:   map[string]float64{"gpu/g5.xlarge/a/on-demand": 1, "default/m5.large/a/on-demand": 0.7},
+			outcomes: map[string]string{"only-a": "", "both": v1alpha1.ReasonConflict, "heavier-b": ""},
+			prices:   map[string]float64{"gpu/g5.xlarge/a/on-demand": 0.5, "default/m5.large/a/on-demand": 0.1},
+			poolPrices: map[string]float64{
+				"a/m5.large/a/on-demand": 0.5, "b/m5.large/a/on-demand": 0.9, "c/m5.large/a/on-demand": 0.1, "accelerated/g5.xlarge/b/spot": 0.5,
+			},
 		},
 		{
 			name:     "a custom label no pool sets selects nothing",
@@ -310,6 +320,21 @@ func TestApply(t *testing.T) {
 			for key, want := range tc.prices {
 				if got := price(t, res.Classes, key); math.Abs(got-want) > 1e-9 {
 					t.Errorf("price of %s = %v, want %v", key, got, want)
+				}
+			}
+			for key, want := range tc.poolPrices {
+				poolName, rest, _ := strings.Cut(key, "/")
+				var class string
+				for _, np := range pools {
+					if np.Name == poolName {
+						class = np.Spec.Template.Spec.NodeClassRef.Name
+					}
+				}
+				if got := price(t, map[string][]*scheduling.InstanceType{class: res.Pools[poolName]}, class+"/"+rest); math.Abs(got-want) > 1e-9 {
+					t.Errorf("price of %s = %v, want %v", key, got, want)
+				}
+				if byClass, diverges := res.PoolTypes(class)[poolName]; diverges && &byClass[0] != &res.Pools[poolName][0] {
+					t.Errorf("PoolTypes of %s is not its view", poolName)
 				}
 			}
 			for key, want := range tc.resources {
@@ -384,7 +409,7 @@ func price(t *testing.T, classes map[string][]*scheduling.InstanceType, key stri
 // types their pointer; a changed type is a copy whose maps are its own.
 func TestApplyCopiesOnWrite(t *testing.T) {
 	in := classes()
-	res := Apply(Input{Classes: in, Overlays: []*v1alpha1.NodeOverlay{
+	res := Apply(Input{Classes: in, Pools: []*karpv1.NodePool{pool("default", "default", nil), pool("gpu", "gpu", nil)}, Overlays: []*v1alpha1.NodeOverlay{
 		ov{name: "a", price: "1", capacity: fuse("2"), reqs: []v1alpha1.NodeSelectorRequirement{types("m5.large")}}.build(),
 	}})
 	if &res.Classes["gpu"][0] != &in["gpu"][0] {

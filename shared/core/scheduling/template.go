@@ -280,7 +280,7 @@ func (s *solver) buildTemplates() {
 			s.skipped = append(s.skipped, skippedPool{np.Name, fmt.Sprintf("uses EC2NodeClass %s, which is not ready", ref.Name)})
 			continue
 		}
-		t := s.newTemplate(np, class)
+		t := s.newTemplate(np, class.ForPool(np.Name))
 		if len(t.types) == 0 {
 			s.skipped = append(s.skipped, skippedPool{np.Name, fmt.Sprintf("has no instance type of EC2NodeClass %s that meets its requirements (%s) with an available offering", class.Name, t.reqs)})
 			continue

@@ -78,6 +78,23 @@ type NodeClass struct {
 	// InstanceTypes this class can launch, with allocatable already computed
 	// for its kubelet settings and offerings only in its subnets' zones.
 	InstanceTypes []*InstanceType
+	// Pools has, by NodePool name, the types of a NodePool that sees them
+	// otherwise than InstanceTypes (a NodeOverlay that selects some of the
+	// class's NodePools only: Karpenter keeps instance types per NodePool).
+	// A NodePool not listed uses InstanceTypes.
+	Pools map[string][]*InstanceType
+}
+
+// ForPool is the class as a NodePool sees it: InstanceTypes are the
+// pool's own when Pools lists it.
+func (c *NodeClass) ForPool(pool string) *NodeClass {
+	types, ok := c.Pools[pool]
+	if !ok {
+		return c
+	}
+	cp := *c
+	cp.InstanceTypes, cp.Pools = types, nil
+	return &cp
 }
 
 // InstanceType is a type a NodeClass can launch.

@@ -46,6 +46,7 @@ func Template(np *karpv1.NodePool, classes map[string]*scheduling.NodeClass) (*s
 	case !class.Ready:
 		return nil, fmt.Sprintf("EC2NodeClass %s is not ready", ref.Name)
 	}
+	class = class.ForPool(np.Name)
 	labels := maps.Clone(np.Spec.Template.Labels)
 	if labels == nil {
 		labels = map[string]string{}

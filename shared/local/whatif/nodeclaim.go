@@ -172,7 +172,7 @@ func (w *World) ExplainNodeClaim(name string) (*NodeClaimReport, error) {
 		r.Node = node.Name
 	}
 	r.Offering.PricePerHour = scheduledPrice(v.in.Simulation, nc.Name)
-	r.Offering.PriceOverlay = w.overlays.PriceOverlay(r.NodeClass, r.Offering.InstanceType, r.Offering.Zone, r.Offering.CapacityType)
+	r.Offering.PriceOverlay = w.overlays.PriceOverlay(nc.Labels[wellknown.NodePoolLabel], r.Offering.InstanceType, r.Offering.Zone, r.Offering.CapacityType)
 	for _, t := range []string{karpv1.ConditionTypeLaunched, karpv1.ConditionTypeRegistered, karpv1.ConditionTypeInitialized} {
 		cs := ConditionState{Type: t, Status: "Unknown"}
 		if c := meta.FindStatusCondition(nc.Status.Conditions, t); c != nil {

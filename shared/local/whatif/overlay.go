@@ -19,11 +19,7 @@ func (w *World) applyOverlays() {
 		in[name] = c.InstanceTypes
 	}
 	w.overlays = overlay.Apply(overlay.Input{Classes: in, Pools: w.snap.NodePools, Overlays: w.snap.NodeOverlays})
-	for name, c := range w.classes {
-		cp := *c
-		cp.InstanceTypes = w.overlays.Classes[name]
-		w.classes[name] = &cp
-	}
+	w.classes = w.overlays.NodeClasses(w.classes)
 	for _, o := range overlay.Order(w.snap.NodeOverlays) {
 		out := w.overlays.Overlays[o.Name]
 		if out.Applied {

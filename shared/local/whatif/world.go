@@ -333,7 +333,7 @@ func (w *World) launchOffering(n *scheduling.NewNodeClaim) *Offering {
 		return nil
 	}
 	return &Offering{InstanceType: it.Name, Zone: o.Zone, CapacityType: o.CapacityType, PricePerHour: o.Price,
-		PriceOverlay: w.overlays.PriceOverlay(n.NodeClass, it.Name, o.Zone, o.CapacityType), CapacityReservation: o.ReservationID}
+		PriceOverlay: w.overlays.PriceOverlay(n.NodePool, it.Name, o.Zone, o.CapacityType), CapacityReservation: o.ReservationID}
 }
 
 // ClaimSummary is a NodeClaim provisioning or disruption would create.

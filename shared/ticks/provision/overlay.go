@@ -80,7 +80,7 @@ func (p *Provisioner) readOverlays(ctx context.Context) (overlays, error) {
 // annotateOverlays marks a new claim as Karpenter does when an overlay set
 // the price or added capacity of one of its instance types.
 func annotateOverlays(claim *karpv1.NodeClaim, n *scheduling.NewNodeClaim, res overlay.Result) *karpv1.NodeClaim {
-	changes := res.Changes[n.NodeClass]
+	changes := res.Changes[n.NodePool]
 	if len(changes) == 0 {
 		return claim
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/karpless/karpless/shared/local/deploy"
 	"github.com/karpless/karpless/shared/local/emulator"
 	"github.com/karpless/karpless/shared/local/eventsource"
+	"github.com/karpless/karpless/shared/local/pace"
 	"github.com/karpless/karpless/shared/ticks/bootstrap"
 )
 
@@ -98,6 +99,7 @@ type runner struct {
 	// the clock also moves while a function runs).
 	real   time.Time
 	realMu sync.Mutex
+	pace   *pace.Pacer // guarded by realMu
 	begin  time.Time
 	dir    string
 
@@ -157,7 +159,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if o.ReportDir == "" {
 		o.ReportDir = "demo-report"
 	}
-	r := &runner{o: o, s: o.Scenario, claims: map[string]*claimView{}, interrupted: map[string]bool{}}
+	r := &runner{o: o, s: o.Scenario, claims: map[string]*claimView{}, interrupted: map[string]bool{}, pace: pace.New()}
 	if err := r.start(ctx); err != nil {
 		r.stop()
 		return nil, err
@@ -314,12 +316,17 @@ func (r *runner) stop() {
 }
 
 // advance moves the virtual clock on by the real time since the last
-// advance, speed times over.
+// advance, speed times over, times the CPU share the machine gave the
+// world meanwhile (pace): on a starved machine the control plane and the
+// functions run slower, and a clock that kept real pace would have the
+// interruption's two minutes and each step's timeout run out on work
+// that was merely waiting for a CPU.
 func (r *runner) advance() {
 	r.realMu.Lock()
 	defer r.realMu.Unlock()
 	now := time.Now()
-	r.clk.Step(time.Duration(speed) * now.Sub(r.real))
+	share := r.pace.Share()
+	r.clk.Step(time.Duration(float64(speed) * share * float64(now.Sub(r.real))))
 	r.real = now
 }
 

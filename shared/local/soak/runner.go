@@ -27,6 +27,7 @@ import (
 	"github.com/karpless/karpless/shared/local/deploy"
 	"github.com/karpless/karpless/shared/local/emulator"
 	"github.com/karpless/karpless/shared/local/eventsource"
+	"github.com/karpless/karpless/shared/local/pace"
 )
 
 // The functions' triggers, as the CDK stack deploys them.
@@ -92,7 +93,7 @@ type runner struct {
 
 	nextTick, nextCheck time.Time
 	// pace slows the clock while invocations run on a starved machine.
-	pace *pacer
+	pace *pace.Pacer
 	// summary describes the cluster at quiescence.
 	summary string
 
@@ -137,7 +138,7 @@ func runSeed(ctx context.Context, o Options, seed uint64) (res seedResult, err e
 	if err != nil {
 		return res, err
 	}
-	r := &runner{w: w, chaos: newChaos(w), queue: sqs.NewFromConfig(awsCfg), nextTick: w.now(), nextCheck: w.now(), pace: newPacer()}
+	r := &runner{w: w, chaos: newChaos(w), queue: sqs.NewFromConfig(awsCfg), nextTick: w.now(), nextCheck: w.now(), pace: pace.New()}
 	w.afterMoves = func() bool { return !r.calm.Load() }
 	r.loop(ctx, w.begin.Add(o.Duration), o.FailFast)
 	// Settling may wait out a terminationGracePeriod (10 minutes) on a

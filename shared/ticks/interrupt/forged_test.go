@@ -112,3 +112,45 @@ func TestForgedDirectInvokeChangesNothing(t *testing.T) {
 		t.Error("the genuine warning through the queue did not retire the claim")
 	}
 }
+
+// TestProofAfterVisibilityRanOutKeepsTheWarning: a genuine warning whose
+// visibility ran out before the invocation proved it (a slow start on a
+// busy machine) is reported failed, not dropped, so the mapping leaves it
+// on the queue and its next delivery retires the node.
+func TestProofAfterVisibilityRanOutKeepsTheWarning(t *testing.T) {
+	w := setup(t, 1)
+	ctx := context.Background()
+	victim, id := claimWithNode(t, w)
+	q := w.App.AWS.SQS
+	url := aws.String(w.Emu.InterruptionQueueURL())
+	if _, err := q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String(string(events.NewSpotInterruption("slow-1", id, time.Now())))}); err != nil {
+		t.Fatal(err)
+	}
+	var got *sqs.ReceiveMessageOutput
+	for range 10 { // a throttled receive is asked again
+		out, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: url, MaxNumberOfMessages: 10, VisibilityTimeout: 1})
+		if err == nil && len(out.Messages) > 0 {
+			got = out
+			break
+		}
+	}
+	if got == nil {
+		t.Fatal("the warning never arrived")
+	}
+	w.Skip(2 * time.Second) // its visibility ends before the invocation starts
+	records := eventsource.Records(got.Messages, w.Emu.InterruptionQueueARN(), w.Emu.Region())
+	resp, err := w.App.InterruptionHandler()(ctx, lambdaevents.SQSEvent{Records: records})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.BatchItemFailures) != len(records) {
+		t.Fatalf("%d of %d records reported failed: a warning out of flight must come back, not be dropped", len(resp.BatchItemFailures), len(records))
+	}
+	if n := len(w.Emu.Messages(w.Emu.InterruptionQueueURL())); n != 1 {
+		t.Fatalf("%d messages on the queue, want the warning still there", n)
+	}
+	deliver(t, w, mapping(t, w), w.App.InterruptionHandler())
+	if nc := getClaim(t, w, victim.Name); nc != nil && nc.DeletionTimestamp == nil {
+		t.Error("the warning's next delivery did not retire the claim")
+	}
+}

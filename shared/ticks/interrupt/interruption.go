@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
@@ -282,11 +283,14 @@ func (h *Handler) retrySoon(ctx context.Context, batch lambdaevents.SQSEvent, fa
 // Lambda's event source mapping delivers them: the mapping's fields name
 // the queue and its region, and SQS proves each receipt handle
 // (ChangeMessageVisibilityBatch answers ReceiptHandleIsInvalid to a handle
-// it never gave out, and MessageNotInflight to a message already
-// deleted). Anyone who may invoke the function can write the fields;
-// only the queue's consumer holds a handle. Records SQS could not judge
-// (throttled, unreachable) are returned as failures, for redelivery, so
-// a genuine warning is not lost; the others are dropped, loudly.
+// it never gave out). Anyone who may invoke the function can write the
+// fields; only the queue's consumer holds a handle. Records SQS could not
+// judge (throttled, unreachable) are returned as failures, for
+// redelivery, so a genuine warning is not lost; so are records whose
+// message is not in flight (MessageNotInflight: a genuine handle whose
+// visibility ran out before the proof, on a slow start): dropping one
+// would have the mapping delete a warning no invocation acted on. The
+// others are dropped, loudly.
 func (h *Handler) fromTheQueue(ctx context.Context, records []lambdaevents.SQSMessage) (proven []lambdaevents.SQSMessage, unproven []lambdaevents.SQSBatchItemFailure) {
 	var candidates []lambdaevents.SQSMessage
 	for _, rec := range records {
@@ -342,7 +346,7 @@ func (h *Handler) fromTheQueue(ctx context.Context, records []lambdaevents.SQSMe
 			switch {
 			case ok[id]:
 				proven = append(proven, rec)
-			case bad && f.SenderFault:
+			case bad && f.SenderFault && !strings.HasSuffix(aws.ToString(f.Code), sqsMessageNotInflight):
 				h.Log.Warn("dropping a record SQS does not know as in flight from the interruption queue", "message_id", rec.MessageId, "code", aws.ToString(f.Code), "error", aws.ToString(f.Message))
 			default:
 				unproven = append(unproven, lambdaevents.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
@@ -351,6 +355,10 @@ func (h *Handler) fromTheQueue(ctx context.Context, records []lambdaevents.SQSMe
 	}
 	return proven, unproven
 }
+
+// sqsMessageNotInflight ends the code SQS gives a genuine receipt handle
+// whose message is no longer in flight.
+const sqsMessageNotInflight = "MessageNotInflight"
 
 // claimsByInstance lists NodeClaims once for the whole batch.
 func (h *Handler) claimsByInstance(ctx context.Context) (map[string]*karpv1.NodeClaim, error) {

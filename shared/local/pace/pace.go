@@ -1,4 +1,6 @@
-package soak
+// Package pace measures how much of the machine's CPU the local world's
+// processes could have had, so virtual clocks can slow on a starved machine.
+package pace
 
 import (
 	"bytes"
@@ -7,15 +9,15 @@ import (
 	"time"
 )
 
-// pacer measures how much of the machine's CPU time the functions could
-// have had: the share of real time in which no task waited for a CPU
-// (Linux's pressure stall information). While invocations run, the
-// virtual clock moves on by busyStep times that share, so a function
-// starved by other processes (CI runs the integration packages side by
-// side on two cores) is not also made to look a hundred times slower on
+// Pacer measures how much of the machine's CPU time the local world
+// could have had: the share of real time in which no task waited for a
+// CPU (Linux's pressure stall information). A virtual clock that follows
+// real time moves on by that share of it, so a function starved by other
+// processes (CI runs the integration packages side by side on two cores,
+// a laptop is rarely idle) is not also made to look many times slower on
 // the clock than it is: a Lambda has its vCPU to itself. Without the
 // pressure file every share is 1.
-type pacer struct {
+type Pacer struct {
 	read func() (stall time.Duration, ok bool)
 	now  func() time.Time
 
@@ -28,19 +30,19 @@ type pacer struct {
 // the stall total in microseconds, updated as tasks change state.
 const paceWindow = 100 * time.Millisecond
 
-// minShare keeps the clock moving on a saturated machine (at most ten
+// MinShare keeps the clock moving on a saturated machine (at most ten
 // times the real time per virtual step). The CI seeds' wall time under
 // make test's load was the same at a floor of 0.1 as at 0.5 (514-588 s
 // against 528 s): their turns, not the pacing, set it; at 0.5 a machine
 // loaded further starved the first ticks past their deadline again.
-const minShare = 0.1
+const MinShare = 0.1
 
-func newPacer() *pacer {
-	return &pacer{read: readCPUStall, now: time.Now, share: 1}
+func New() *Pacer {
+	return &Pacer{read: readCPUStall, now: time.Now, share: 1}
 }
 
 // Share is the CPU share of the last measured window.
-func (p *pacer) Share() float64 {
+func (p *Pacer) Share() float64 {
 	now := p.now()
 	if !p.at.IsZero() && now.Sub(p.at) < paceWindow {
 		return p.share
@@ -52,7 +54,7 @@ func (p *pacer) Share() float64 {
 	}
 	if !p.at.IsZero() {
 		wall := now.Sub(p.at)
-		p.share = min(1, max(minShare, 1-float64(stall-p.stall)/float64(wall)))
+		p.share = min(1, max(MinShare, 1-float64(stall-p.stall)/float64(wall)))
 	}
 	p.at, p.stall = now, stall
 	return p.share

@@ -1,4 +1,4 @@
-package soak
+package pace
 
 import (
 	"testing"
@@ -29,7 +29,7 @@ func TestPacerShare(t *testing.T) {
 	now := time.Unix(0, 0)
 	var stall time.Duration
 	ok := true
-	p := &pacer{read: func() (time.Duration, bool) { return stall, ok }, now: func() time.Time { return now }, share: 1}
+	p := &Pacer{read: func() (time.Duration, bool) { return stall, ok }, now: func() time.Time { return now }, share: 1}
 	step := func(wall, stalled time.Duration) float64 {
 		now = now.Add(wall)
 		stall += stalled
@@ -44,8 +44,8 @@ func TestPacerShare(t *testing.T) {
 	if s := step(50*time.Millisecond, 50*time.Millisecond); s != 0.75 {
 		t.Errorf("within the window the last share holds: %v", s)
 	}
-	if s := step(100*time.Millisecond, 10*time.Second); s != minShare {
-		t.Errorf("a saturated machine: share %v, want %v", s, minShare)
+	if s := step(100*time.Millisecond, 10*time.Second); s != MinShare {
+		t.Errorf("a saturated machine: share %v, want %v", s, MinShare)
 	}
 	ok = false
 	if s := step(time.Second, 0); s != 1 {

@@ -311,10 +311,16 @@ func TestKilledBatchThenRedelivery(t *testing.T) {
 			// before the redelivery (the queue's visibility is 360 s);
 			// remove it rather than skip its 30 s.
 			_ = w.E.Clients.Core.CoordinationV1().Leases(config.DefaultNamespace).Delete(ctx, provision.LeaseName, metav1.DeleteOptions{})
-			w.Clock.Advance(2 * time.Second) // the batch is visible again
+			w.Emu.EndVisibility(m.QueueURL) // the dead invocation's batch is visible again
 		}
-		if o := deliver(t, w, m, fresh()); o.Failed != 0 || o.HandlerErr != nil {
+		// A record may fail and come back (a busy machine's slow start
+		// outlives a one-second visibility, a launch meets the changed
+		// world): deliver waits until the queue is empty, and the checks
+		// below judge the outcome.
+		if o := deliver(t, w, m, fresh()); o.HandlerErr != nil {
 			t.Errorf("%s: redelivery: %+v", name, o)
+		} else if o.Failed != 0 {
+			t.Logf("%s: redelivered %d time(s) before it was handled: %+v", name, o.Failed, o)
 		}
 		w.Converge(2*time.Minute, every)
 		w.Emu.ClearFaults()

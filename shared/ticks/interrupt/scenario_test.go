@@ -51,12 +51,19 @@ func setup(t *testing.T, replicas int32) *testworld.World {
 	return w
 }
 
+// mappingVisibility is the tests' event source mapping's visibility
+// timeout: far shorter than the stack's six minutes so that a batch left
+// by a dead invocation comes back within a test, yet long enough that a
+// busy machine's slow invocation proves its records while they are in
+// flight (at one second, a loaded run saw them come back mid-batch).
+const mappingVisibility = 30 * time.Second
+
 func mapping(t *testing.T, w *testworld.World) *eventsource.Mapping {
 	cfg, err := w.Emu.AWSConfig("interruption", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &eventsource.Mapping{SQS: sqs.NewFromConfig(cfg), QueueURL: w.Emu.InterruptionQueueURL(), QueueARN: w.Emu.InterruptionQueueARN(), Region: w.Emu.Region(), BatchSize: 10, VisibilityTimeout: time.Second}
+	return &eventsource.Mapping{SQS: sqs.NewFromConfig(cfg), QueueURL: w.Emu.InterruptionQueueURL(), QueueARN: w.Emu.InterruptionQueueARN(), Region: w.Emu.Region(), BatchSize: 10, VisibilityTimeout: mappingVisibility}
 }
 
 // claimOnNode returns a launched, registered claim and its instance id.

@@ -90,7 +90,7 @@ func TestNodeClassFailureDoesNotStopThePass(t *testing.T) {
 	if _, err := c.emu.InjectEvent(emulator.Event{Kind: emulator.EventSpotInterruption, InstanceIDs: []string{id}}); err != nil {
 		t.Fatal(err)
 	}
-	m := &eventsource.Mapping{SQS: env.AWS.SQS, QueueURL: c.emu.InterruptionQueueURL(), QueueARN: c.emu.InterruptionQueueARN(), Region: c.emu.Region(), BatchSize: 10, VisibilityTimeout: time.Second}
+	m := &eventsource.Mapping{SQS: env.AWS.SQS, QueueURL: c.emu.InterruptionQueueURL(), QueueARN: c.emu.InterruptionQueueARN(), Region: c.emu.Region(), BatchSize: 10, VisibilityTimeout: 30 * time.Second} // long enough for a busy machine's invocation to prove the record in flight
 	var out eventsource.Outcome
 	for range 5 {
 		if out, err = m.PollOnce(ctx, env.InterruptionHandler()); err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +46,9 @@ func Validate(np *karpv1.NodePool) error {
 		}
 	}
 	for _, r := range np.Spec.Template.Spec.Requirements {
+		if err := validateRequirement(r); err != nil {
+			errs = append(errs, fmt.Errorf("invalid value: %w in requirements, restricted", err))
+		}
 		if r.Key == wellknown.NodePoolLabel {
 			errs = append(errs, fmt.Errorf("invalid key: %q in requirements, restricted", r.Key))
 		}
@@ -66,13 +70,136 @@ func Validate(np *karpv1.NodePool) error {
 	return errors.Join(errs...)
 }
 
+// wellKnownValues are the values a requirement's key may take at all
+// (Karpenter's WellKnownValuesForRequirements).
+var wellKnownValues = map[string][]string{
+	wellknown.CapacityTypeLabel: {wellknown.CapacityTypeOnDemand, wellknown.CapacityTypeSpot, wellknown.CapacityTypeReserved},
+}
+
+// validateRequirement is Karpenter's ValidateRequirement: a supported
+// operator, a key a NodePool may name, an In with a value and at least
+// minValues of them, and of them at least one (and minValues) that the key
+// can take when its values are known (an unknown value beside a known one
+// is let through, as Karpenter fails open), a single non-negative integer
+// for the numeric operators.
+func validateRequirement(r karpv1.NodeSelectorRequirementWithMinValues) error {
+	var errs []error
+	key := r.Key
+	if n, ok := wellknown.NormalizedLabels[key]; ok {
+		key = n
+	}
+	switch r.Operator {
+	case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn, corev1.NodeSelectorOpExists, corev1.NodeSelectorOpDoesNotExist,
+		corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt, karpv1.NodeSelectorOpGte, karpv1.NodeSelectorOpLte:
+	default:
+		errs = append(errs, fmt.Errorf("key %s has an unsupported operator %s", key, r.Operator))
+	}
+	if key != wellknown.NodePoolLabel && wellknown.IsRestrictedLabel(key) {
+		errs = append(errs, fmt.Errorf("label %s is restricted", key))
+	}
+	if known, ok := wellKnownValues[key]; ok && r.Operator == corev1.NodeSelectorOpIn {
+		valid := 0
+		for _, v := range r.Values {
+			if slices.Contains(known, v) {
+				valid++
+			}
+		}
+		switch {
+		case valid == 0:
+			errs = append(errs, fmt.Errorf("no valid values found in %v for %s, expected one of: %v", r.Values, key, known))
+		case r.MinValues != nil && valid < *r.MinValues:
+			errs = append(errs, fmt.Errorf("not enough valid values found in %v for %s, expected at least %d valid values from: %v", r.Values, key, *r.MinValues, known))
+		}
+	}
+	for _, msg := range validation.IsQualifiedName(key) {
+		errs = append(errs, fmt.Errorf("key %s is not a qualified name, %s", key, msg))
+	}
+	for _, v := range r.Values {
+		for _, msg := range validation.IsValidLabelValue(v) {
+			errs = append(errs, fmt.Errorf("invalid value %s for key %s, %s", v, key, msg))
+		}
+	}
+	if r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 0 {
+		errs = append(errs, fmt.Errorf("key %s with operator %s must have a value defined", key, r.Operator))
+	}
+	if r.Operator == corev1.NodeSelectorOpIn && r.MinValues != nil && len(r.Values) < *r.MinValues {
+		errs = append(errs, fmt.Errorf("key %s with operator %s must have at least minimum number of values defined in 'values' field", key, r.Operator))
+	}
+	switch r.Operator {
+	case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt, karpv1.NodeSelectorOpGte, karpv1.NodeSelectorOpLte:
+		if len(r.Values) != 1 {
+			errs = append(errs, fmt.Errorf("key %s with operator %s must have a single positive integer value", key, r.Operator))
+		} else if n, err := strconv.Atoi(r.Values[0]); err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("key %s with operator %s must have a single positive integer value", key, r.Operator))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Managed reports whether Karpless manages the NodePool: its nodeClassRef
+// names an EC2NodeClass (Karpenter's IsManaged, for the AWS provider's one
+// kind of NodeClass). A reference without a group or kind is taken for an
+// EC2NodeClass, the only kind there is here. Karpenter neither provisions
+// for nor writes the status of a NodePool another provider manages.
+func Managed(np *karpv1.NodePool) bool {
+	ref := np.Spec.Template.Spec.NodeClassRef
+	if ref == nil {
+		return false
+	}
+	return (ref.Group == "" || ref.Group == awsv1.SchemeGroupVersion.Group) && (ref.Kind == "" || ref.Kind == ec2NodeClassKind)
+}
+
+const ec2NodeClassKind = "EC2NodeClass"
+
+// Usable says why provisioning may not use a NodePool, or nil: another
+// provider's, invalid (Validate), or Ready=False as stored (Karpenter's
+// provisioner takes only NodePools whose Ready condition is True). The
+// EC2NodeClass's readiness is the caller's to check, from the class as it
+// is now. A stored Ready=False is believed unless the class alone made it
+// False (NodeClassReady=False): the class's own status is fresher. A
+// stored ValidationSucceeded=False is believed for the generation it
+// observed, as Karpenter's validation may refuse more than Validate does.
+func Usable(np *karpv1.NodePool) error {
+	if !Managed(np) {
+		ref := np.Spec.Template.Spec.NodeClassRef
+		if ref == nil {
+			return errors.New("it has no nodeClassRef")
+		}
+		return fmt.Errorf("its nodeClassRef names a %s.%s, which Karpless does not manage", ref.Kind, ref.Group)
+	}
+	if err := Validate(np); err != nil {
+		return fmt.Errorf("its validation failed: %w", err)
+	}
+	ready := meta.FindStatusCondition(np.Status.Conditions, karpv1.ConditionTypeReady)
+	if ready == nil || ready.Status != metav1.ConditionFalse {
+		return nil
+	}
+	valid := meta.FindStatusCondition(np.Status.Conditions, karpv1.ConditionTypeValidationSucceeded)
+	if valid != nil && valid.Status == metav1.ConditionFalse {
+		if valid.ObservedGeneration != np.Generation {
+			// Validated an earlier spec; Validate passes this one.
+			return nil
+		}
+		return fmt.Errorf("its validation failed: %s", valid.Message)
+	}
+	if c := meta.FindStatusCondition(np.Status.Conditions, karpv1.ConditionTypeNodeClassReady); c != nil && c.Status == metav1.ConditionFalse {
+		return nil
+	}
+	return fmt.Errorf("its Ready condition is False (%s: %s)", ready.Reason, ready.Message)
+}
+
 // Conditions are the NodePool's conditions given its EC2NodeClass (nil
 // when there is none): ValidationSucceeded, NodeClassReady, and Ready, true
 // when both are (operatorpkg's root condition: False with reason
 // UnhealthyDependents, listing them). Each keeps its lastTransitionTime
 // while its status does not change.
+//
+// A NodePool Karpless does not manage (Managed) keeps its conditions.
 func Conditions(np *karpv1.NodePool, class *awsv1.EC2NodeClass, now time.Time) []metav1.Condition {
 	conds := slices.Clone(np.Status.Conditions)
+	if !Managed(np) {
+		return conds
+	}
 	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
 		meta.SetStatusCondition(&conds, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: np.Generation, LastTransitionTime: metav1.NewTime(now)})
 	}

@@ -260,10 +260,10 @@ func (s *solver) buildTemplates() {
 			s.skipped = append(s.skipped, skippedPool{np.Name, "is static (spec.replicas) and does not provision for pending pods"})
 			continue
 		}
-		if err := poolstatus.Validate(np); err != nil {
-			// Not Ready (ValidationSucceeded=False): Karpenter provisions
+		if err := poolstatus.Usable(np); err != nil {
+			// Not Ready, or another provider's: Karpenter provisions
 			// nothing with it.
-			s.skipped = append(s.skipped, skippedPool{np.Name, fmt.Sprintf("is not ready: its validation failed: %v", err)})
+			s.skipped = append(s.skipped, skippedPool{np.Name, fmt.Sprintf("is not ready: %v", err)})
 			continue
 		}
 		ref := np.Spec.Template.Spec.NodeClassRef

@@ -11,6 +11,7 @@ import (
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/catalog"
+	"github.com/karpless/karpless/shared/core/poolstatus"
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
@@ -35,10 +36,12 @@ var catalogKeys = func() map[string]bool {
 // which filters by the same requirements; DaemonSets are not asked to fit,
 // as there. It returns nil and why when the pool cannot launch.
 func Template(np *karpv1.NodePool, classes map[string]*scheduling.NodeClass) (*scheduling.NewNodeClaim, string) {
-	ref := np.Spec.Template.Spec.NodeClassRef
-	if ref == nil {
-		return nil, "it has no nodeClassRef"
+	// Karpenter's static provisioning waits for the pool's root (Ready)
+	// condition to be True.
+	if err := poolstatus.Usable(np); err != nil {
+		return nil, "it is not ready: " + err.Error()
 	}
+	ref := np.Spec.Template.Spec.NodeClassRef
 	class := classes[ref.Name]
 	switch {
 	case class == nil:

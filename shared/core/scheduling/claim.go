@@ -201,8 +201,24 @@ func (s *solver) evalClaim(c *claim, p *podState, ev *claimEval) bool {
 		alts = []Requirements{nil}
 	}
 	base := *v
+	// Each volume alternative starts from the claim as the pod's own
+	// requirements left it: one that narrowed the types (by a type label)
+	// and was then rejected must not narrow them for the next.
+	baseMask, baseNew := mask, ev.maskNew
+	if len(alts) > 1 && baseNew {
+		s.scratchAlt = append(s.scratchAlt[:0], s.scratchMask[:len(c.mask)]...)
+		baseMask = s.scratchAlt
+	}
 	for ai, alt := range alts {
 		*v = base
+		if ai > 0 {
+			mask, ev.maskNew = baseMask, baseNew
+			if baseNew {
+				s.scratchMask = s.scratchMask[:len(c.mask)]
+				s.scratchMask.copyFrom(baseMask)
+				mask = s.scratchMask
+			}
+		}
 		if alt != nil && !s.applyToView(v, alt, &mask, ev) {
 			ev.why = "volume topology"
 			continue

@@ -135,13 +135,17 @@ func (s *solver) finalize(c *claim) (*NewNodeClaim, string) {
 	setMinValues(out.Requirements, t.minValueKeys, minVals)
 	sort.SliceStable(out.Requirements, func(i, j int) bool { return out.Requirements[i].Key < out.Requirements[j].Key })
 
+	// As Karpenter's NodeClaimTemplate: every custom key the NodeClaim
+	// requires gets a label value that meets the requirement, so that pods
+	// selecting the key (In, Exists, Gt, ...) can bind to the node. Keys
+	// whose value the instance type gives are left to the launch.
 	out.Labels = maps.Clone(t.labels)
 	for k, r := range reqs {
-		if IsWellKnown(k) || wellknown.IsRestrictedLabel(k) {
+		if IsWellKnown(k) || wellknown.IsRestrictedLabel(k) || s.isTypeKey(k) {
 			continue
 		}
-		if r.Operator() == corev1.NodeSelectorOpIn && len(r.Values()) == 1 {
-			out.Labels[k] = r.Values()[0]
+		if v, ok := r.Any(); ok {
+			out.Labels[k] = v
 		}
 	}
 

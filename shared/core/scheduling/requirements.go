@@ -132,6 +132,41 @@ func (r *Requirement) Has(v string) bool {
 	return found != r.complement
 }
 
+// Any returns a value that satisfies the requirement, for a label a node
+// must carry, as Karpenter's Requirement.Any: for In a listed value (the
+// first, where Karpenter takes any), for NotIn, Exists and bounds an
+// integer within the bounds (the smallest from 0 up that is not excluded,
+// where Karpenter draws one at random, so that a solve stays a function of
+// its input). It returns false for DoesNotExist and for bounds no integer
+// meets.
+func (r *Requirement) Any() (string, bool) {
+	if !r.complement {
+		if len(r.values) == 0 {
+			return "", false
+		}
+		return r.values[0], true
+	}
+	lo := int64(0)
+	switch {
+	case r.hasGte:
+		lo = r.gte
+	case r.hasLte && r.lte < 0:
+		lo = r.lte - int64(len(r.values))
+	}
+	// At most len(values) integers are excluded: one of the next
+	// len(values)+1 is not.
+	for i := 0; i <= len(r.values); i++ {
+		v := lo + int64(i)
+		if r.hasLte && v > r.lte || v < lo {
+			break
+		}
+		if s := strconv.FormatInt(v, 10); r.Has(s) {
+			return s, true
+		}
+	}
+	return "", false
+}
+
 // AllowsAbsent reports whether a node without the label satisfies it.
 func (r *Requirement) AllowsAbsent() bool {
 	return r.Operator() == corev1.NodeSelectorOpNotIn || r.Operator() == corev1.NodeSelectorOpDoesNotExist

@@ -45,7 +45,7 @@ func TestMixedBatch(t *testing.T) {
 			NodeAffinity:           &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{expr(wellknown.ZoneLabel, opIn, z)}}}}},
 		}})
 		class := "gp3"
-		pvcs = append(pvcs, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-" + name, StorageClassName: &class}})
+		pvcs = append(pvcs, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: map[string]string{bindCompletedAnnotation: "yes"}}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-" + name, StorageClassName: &class}})
 		p := mkPod(fmt.Sprintf("db-%d", i), "2", "4Gi", func(p *corev1.Pod) {
 			p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}}}
 		})

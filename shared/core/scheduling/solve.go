@@ -83,6 +83,9 @@ type solver struct {
 	resv map[string]int
 
 	scratchMask bitset
+	// scratchAlt keeps a claim's narrowed mask while evalClaim tries a
+	// pod's volume alternatives, each from it.
+	scratchAlt bitset
 	// finalize's scratch: the types that fit a claim and their offering
 	// prices (while it decides which to send), credits and keep flags for
 	// dropCostlyBurstable, the kept types' DaemonSet groups and set.
@@ -230,6 +233,26 @@ func (s *solver) initZones() {
 		if n != nil {
 			if z, ok := n.Labels[wellknown.ZoneLabel]; ok {
 				seen[z] = true
+			}
+		}
+	}
+	// The zones a NodePool lists stay on its NodeClaims even where no type
+	// is offered (a NodeClaim lists its NodePool's zones, as Karpenter's):
+	// they are known here, though no domain of them is registered and no
+	// type can launch there.
+	for _, np := range s.snap.NodePools {
+		if np == nil {
+			continue
+		}
+		for _, r := range np.Spec.Template.Spec.Requirements {
+			key := r.Key
+			if n, ok := wellknown.NormalizedLabels[key]; ok {
+				key = n
+			}
+			if key == wellknown.ZoneLabel && r.Operator == corev1.NodeSelectorOpIn {
+				for _, z := range r.Values {
+					seen[z] = true
+				}
 			}
 		}
 	}

@@ -278,6 +278,9 @@ func TestVolumeTopology(t *testing.T) {
 		if class != "" {
 			c.Spec.StorageClassName = &class
 		}
+		if volume != "" {
+			c.Annotations = map[string]string{bindCompletedAnnotation: "yes"}
+		}
 		return c
 	}
 	withPVC := func(name string) podOpt {

@@ -75,6 +75,57 @@ type volumes struct {
 	pvs     map[string]*corev1.PersistentVolume
 	classes map[string]*storagev1.StorageClass
 	limits  map[string]map[string]int64 // node -> driver -> attachable volumes
+	// defaultClass is the cluster's default StorageClass ("" when none):
+	// the one the API server's DefaultStorageClass admission (and the PV
+	// controller, retroactively) gives a claim that names no class.
+	defaultClass string
+}
+
+// Annotations that mark the default StorageClass and a claim whose binding
+// the PV controller completed.
+const (
+	defaultClassAnnotation     = "storageclass.kubernetes.io/is-default-class"
+	defaultClassBetaAnnotation = "storageclass.beta.kubernetes.io/is-default-class"
+	bindCompletedAnnotation    = "pv.kubernetes.io/bind-completed"
+)
+
+// inTreeCSIDrivers maps in-tree volume plugins to the CSI drivers they
+// migrated to (csi-translation-lib's names), so that volumes of a
+// StorageClass still naming the in-tree provisioner count against the CSI
+// driver's attach limits, as Karpenter counts them.
+var inTreeCSIDrivers = map[string]string{
+	"kubernetes.io/aws-ebs":         "ebs.csi.aws.com",
+	"kubernetes.io/gce-pd":          "pd.csi.storage.gke.io",
+	"kubernetes.io/cinder":          "cinder.csi.openstack.org",
+	"kubernetes.io/azure-disk":      "disk.csi.azure.com",
+	"kubernetes.io/azure-file":      "file.csi.azure.com",
+	"kubernetes.io/vsphere-volume":  "csi.vsphere.vmware.com",
+	"kubernetes.io/portworx-volume": "pxd.portworx.com",
+}
+
+// csiDriver is the CSI driver name of a provisioner, in-tree names mapped.
+func csiDriver(provisioner string) string {
+	if d, ok := inTreeCSIDrivers[provisioner]; ok {
+		return d
+	}
+	return provisioner
+}
+
+// pvDriver is the CSI driver attaching a PersistentVolume, "" when it is
+// neither a CSI volume nor an in-tree EBS one (not counted against limits).
+func pvDriver(pv *corev1.PersistentVolume) string {
+	switch {
+	case pv.Spec.CSI != nil:
+		return pv.Spec.CSI.Driver
+	case pv.Spec.AWSElasticBlockStore != nil:
+		return inTreeCSIDrivers["kubernetes.io/aws-ebs"]
+	}
+	return ""
+}
+
+// isDefaultClass reports whether a StorageClass is marked the default.
+func isDefaultClass(sc *storagev1.StorageClass) bool {
+	return sc.Annotations[defaultClassAnnotation] == "true" || sc.Annotations[defaultClassBetaAnnotation] == "true"
 }
 
 func newVolumes(s *Snapshot) *volumes {
@@ -89,10 +140,21 @@ func newVolumes(s *Snapshot) *volumes {
 			v.pvs[pv.Name] = pv
 		}
 	}
+	var def *storagev1.StorageClass
 	for _, sc := range s.StorageClasses {
-		if sc != nil {
-			v.classes[sc.Name] = sc
+		if sc == nil {
+			continue
 		}
+		v.classes[sc.Name] = sc
+		// Of several defaults the newest wins, then the first by name, as
+		// the API server picks one.
+		if isDefaultClass(sc) && (def == nil || sc.CreationTimestamp.After(def.CreationTimestamp.Time) ||
+			(sc.CreationTimestamp.Equal(&def.CreationTimestamp) && sc.Name < def.Name)) {
+			def = sc
+		}
+	}
+	if def != nil {
+		v.defaultClass = def.Name
 	}
 	for _, cn := range s.CSINodes {
 		if cn == nil {
@@ -109,13 +171,14 @@ func newVolumes(s *Snapshot) *volumes {
 	return v
 }
 
-// claimFor returns the claim name a pod volume uses, if it is a persistent one.
-func claimFor(p *corev1.Pod, vol *corev1.Volume) (string, *corev1.PersistentVolumeClaimSpec) {
+// claimFor returns the claim name a pod volume uses, if it is a persistent
+// one, and the template of an ephemeral one.
+func claimFor(p *corev1.Pod, vol *corev1.Volume) (string, *corev1.PersistentVolumeClaimTemplate) {
 	switch {
 	case vol.PersistentVolumeClaim != nil:
 		return vol.PersistentVolumeClaim.ClaimName, nil
 	case vol.Ephemeral != nil && vol.Ephemeral.VolumeClaimTemplate != nil:
-		return p.Name + "-" + vol.Name, &vol.Ephemeral.VolumeClaimTemplate.Spec
+		return p.Name + "-" + vol.Name, vol.Ephemeral.VolumeClaimTemplate
 	}
 	return "", nil
 }
@@ -134,6 +197,7 @@ func (v *volumes) podVolumes(p *corev1.Pod) ([]Requirements, []volumeRef, error)
 		key := p.Namespace + "/" + name
 		pvc := v.pvcs[key]
 		var spec *corev1.PersistentVolumeClaimSpec
+		var annotations map[string]string
 		switch {
 		case pvc != nil:
 			if pvc.DeletionTimestamp != nil {
@@ -142,15 +206,20 @@ func (v *volumes) podVolumes(p *corev1.Pod) ([]Requirements, []volumeRef, error)
 			if pvc.Status.Phase == corev1.ClaimLost {
 				return nil, nil, fmt.Errorf("PersistentVolumeClaim %s is bound to a PersistentVolume that no longer exists", key)
 			}
-			spec = &pvc.Spec
+			spec, annotations = &pvc.Spec, pvc.Annotations
 		case tmpl != nil:
-			spec = tmpl
+			spec, annotations = &tmpl.Spec, tmpl.Annotations
 		default:
 			return nil, nil, fmt.Errorf("PersistentVolumeClaim %s does not exist", key)
 		}
 		var volAlts []Requirements
 		driver := ""
 		if spec.VolumeName != "" {
+			// As the kube-scheduler (and Karpenter): a claim naming its
+			// volume is bound only once the PV controller has marked it so.
+			if _, ok := annotations[bindCompletedAnnotation]; !ok {
+				return nil, nil, fmt.Errorf("PersistentVolumeClaim %s names PersistentVolume %s but is not bound yet (no %s annotation)", key, spec.VolumeName, bindCompletedAnnotation)
+			}
 			pv := v.pvs[spec.VolumeName]
 			if pv == nil {
 				return nil, nil, fmt.Errorf("PersistentVolume %s of claim %s does not exist", spec.VolumeName, key)
@@ -159,11 +228,11 @@ func (v *volumes) podVolumes(p *corev1.Pod) ([]Requirements, []volumeRef, error)
 				return nil, nil, fmt.Errorf("PersistentVolume %s of claim %s is being deleted", spec.VolumeName, key)
 			}
 			volAlts = pvTopology(pv)
-			if pv.Spec.CSI != nil {
-				driver = pv.Spec.CSI.Driver
-			}
+			driver = pvDriver(pv)
 		} else {
-			scName := ""
+			// A claim that names no class (nil, not "") gets the default
+			// one from the API server; "" turns dynamic provisioning off.
+			scName := v.defaultClass
 			if spec.StorageClassName != nil {
 				scName = *spec.StorageClassName
 			}
@@ -186,7 +255,7 @@ func (v *volumes) podVolumes(p *corev1.Pod) ([]Requirements, []volumeRef, error)
 					volAlts = append(volAlts, r)
 				}
 			}
-			driver = sc.Provisioner
+			driver = csiDriver(sc.Provisioner)
 		}
 		refs = append(refs, volumeRef{id: key, driver: driver})
 		if len(volAlts) > 0 {

@@ -96,13 +96,21 @@ var WellKnownLabels = append([]string{
 	ArchLabel, OSLabel, WindowsBuildLabel, TopologyZoneIDLabel,
 }, AWSLabels...)
 
-// NormalizedLabels maps deprecated label keys to their current names.
+// EBSCSIZoneLabel is the zone key of the EBS CSI driver's volume topology
+// (its PersistentVolumes' node affinity, StorageClasses' allowedTopologies).
+const EBSCSIZoneLabel = "topology.ebs.csi.aws.com/zone"
+
+// NormalizedLabels maps deprecated and aliased label keys to the well-known
+// ones: Karpenter's own list, plus the EBS CSI driver's zone key, which the
+// AWS provider adds (its operator's init) so that volume topology on it
+// selects the zone.
 var NormalizedLabels = map[string]string{
 	corev1.LabelFailureDomainBetaZone:   ZoneLabel,
 	"beta.kubernetes.io/arch":           ArchLabel,
 	"beta.kubernetes.io/os":             OSLabel,
 	corev1.LabelInstanceType:            InstanceTypeLabel,
 	corev1.LabelFailureDomainBetaRegion: RegionLabel,
+	EBSCSIZoneLabel:                     ZoneLabel,
 }
 
 // IsRestrictedLabel reports whether a NodePool may not set the key as a

@@ -22,10 +22,17 @@ type KillSwitch struct {
 	// On, when set, makes the invocation die at the first call whose
 	// description starts with it ("aws CreateFleet"), instead of at call At.
 	On string
+	// Match and Nth, when Match is set, make the invocation die at the Nth
+	// call (counted from 1) that Match accepts, instead of at call At: a
+	// kill point named by what the call is, which still lands when a busy
+	// world makes the invocation take another read or retry on the way.
+	Match func(desc string) bool
+	Nth   int
 
-	mu    sync.Mutex
-	dead  bool
-	calls []string
+	mu      sync.Mutex
+	dead    bool
+	calls   []string
+	matched int
 }
 
 // Do passes send through the switch; desc names the call in Calls.
@@ -42,6 +49,11 @@ func (k *KillSwitch) Do(desc string, send func() (*http.Response, error)) (*http
 	n := len(k.calls)
 	if k.On != "" && k.At == 0 && strings.HasPrefix(desc, k.On) {
 		k.At = n
+	}
+	if k.Match != nil && k.At == 0 && k.Match(desc) {
+		if k.matched++; k.matched == k.Nth {
+			k.At = n
+		}
 	}
 	if n == k.At && !k.After {
 		k.dead = true
@@ -128,6 +140,50 @@ func IsRead(call string) bool {
 
 // Switch is a KillSwitch that fires at the gap.
 func (g Gap) Switch() *KillSwitch { return &KillSwitch{At: g.At, After: g.After} }
+
+// Landmark is a gap named by its call rather than its position: the Nth
+// call (counted from 1) of those that read as Call once normalized.
+type Landmark struct {
+	Call  string
+	Nth   int
+	After bool
+}
+
+// LandmarkOf names the gap of calls (normalized by norm, which may be
+// nil) by its call and that call's occurrence.
+func LandmarkOf(calls []string, g Gap, norm func(string) string) Landmark {
+	if norm == nil {
+		norm = func(s string) string { return s }
+	}
+	l := Landmark{Call: norm(calls[g.At-1]), After: g.After}
+	for _, c := range calls[:g.At] {
+		if norm(c) == l.Call {
+			l.Nth++
+		}
+	}
+	return l
+}
+
+// Switch is a KillSwitch that fires at the landmark, skip of its calls
+// having been made already (by earlier invocations, for a landmark of
+// several invocations' calls); it fires at no call when skip >= Nth.
+func (l Landmark) Switch(norm func(string) string, skip int) *KillSwitch {
+	if norm == nil {
+		norm = func(s string) string { return s }
+	}
+	nth := l.Nth - skip
+	if nth < 1 {
+		return &KillSwitch{}
+	}
+	return &KillSwitch{After: l.After, Nth: nth, Match: func(desc string) bool { return norm(desc) == l.Call }}
+}
+
+// Matched is how many calls the switch's Match accepted.
+func (k *KillSwitch) Matched() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.matched
+}
 
 // Side is "before" or "after".
 func (g Gap) Side() string {

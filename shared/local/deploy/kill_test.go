@@ -104,3 +104,58 @@ func TestKillSwitchOn(t *testing.T) {
 		t.Errorf("fired without its call: %v", err)
 	}
 }
+
+// TestLandmark: a kill named by its call lands at that call even when the
+// killed invocation takes an extra read or a retry on the way, and a
+// landmark of several invocations skips the calls earlier ones made.
+func TestLandmark(t *testing.T) {
+	norm := func(s string) string { return strings.TrimSuffix(s, "!") }
+	baseline := []string{"aws DescribeInstances", "kube PATCH /x", "kube POST /evict", "kube POST /evict", "aws TerminateInstances"}
+	send := func() (*http.Response, error) {
+		return &http.Response{Body: io.NopCloser(strings.NewReader(""))}, nil
+	}
+	for _, tc := range []struct {
+		name  string
+		gap   Gap
+		made  []string // the killed invocation's calls, an extra read among them
+		want  int      // calls made when it dies (the fatal one included)
+		after bool
+	}{
+		{"the second eviction", Gap{At: 4}, []string{"aws DescribeInstances", "aws DescribeInstances", "kube PATCH /x!", "kube POST /evict", "kube POST /evict", "aws TerminateInstances"}, 5, false},
+		{"after the termination", Gap{At: 5, After: true}, []string{"kube PATCH /x", "kube POST /evict", "kube GET /y", "kube POST /evict", "aws TerminateInstances"}, 5, true},
+	} {
+		l := LandmarkOf(baseline, tc.gap, norm)
+		k := l.Switch(norm, 0)
+		n := 0 // calls sent
+		counted := func() (*http.Response, error) { n++; return send() }
+		for _, c := range tc.made {
+			if _, err := k.Do(c, counted); err == ErrKilled {
+				break
+			}
+		}
+		if !k.Dead() || len(k.Calls()) != tc.want {
+			t.Errorf("%s: dead %v after %d calls (%v), want dead after %d", tc.name, k.Dead(), len(k.Calls()), k.Calls(), tc.want)
+		}
+		if tc.after != (n == tc.want) {
+			t.Errorf("%s: the fatal call was applied: %v, want %v", tc.name, n == tc.want, tc.after)
+		}
+	}
+	// Across invocations: the first made one eviction, the second dies at
+	// the baseline's second.
+	l := LandmarkOf(baseline, Gap{At: 4}, norm)
+	first := l.Switch(norm, 0)
+	for _, c := range baseline[:3] {
+		_, _ = first.Do(c, send)
+	}
+	if first.Dead() || first.Matched() != 1 {
+		t.Fatalf("first invocation: dead %v, matched %d; want alive, 1", first.Dead(), first.Matched())
+	}
+	second := l.Switch(norm, first.Matched())
+	_, err := second.Do("kube POST /evict", send)
+	if err != ErrKilled {
+		t.Errorf("the second invocation's eviction went through: %v", err)
+	}
+	if done := l.Switch(norm, 2); done.Match != nil {
+		t.Error("a landmark already passed still has a kill point")
+	}
+}

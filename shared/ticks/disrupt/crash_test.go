@@ -310,9 +310,14 @@ func TestCrashDuringExecution(t *testing.T) {
 	if len(paths) == 2 && !slices.Equal(paths[0], paths[1]) {
 		undisturbed("undisturbed a third time", false)
 	}
+	// Kills are named by their call (deploy.Landmark), so a killed pass that
+	// takes another read on the way still dies at the same step; the
+	// baseline only names the steps, and on a busy machine no two passes
+	// may agree (then the first, followed to the end, names them).
 	baseline := agreed(paths)
 	if len(baseline) == 0 {
-		t.Fatalf("no two undisturbed passes took the same path: %v", paths)
+		t.Logf("no two undisturbed passes took the same path; the first names the kill points: %v", paths)
+		baseline = paths[0]
 	}
 	for i, gap := range deploy.Gaps(baseline) {
 		at, when := gap.At, gap.Side()
@@ -328,22 +333,18 @@ func TestCrashDuringExecution(t *testing.T) {
 				w = crashSetup(t)
 				w.emu.Stop() // the rounds step it (fewer reads of the API server)
 				p = w.proposal()
-				k = gap.Switch()
+				k = deploy.LandmarkOf(baseline, gap, nil).Switch(normalize, 0)
 				w.killer = k
 				w.disrupt()
 				w.killer = nil
 				got := k.Calls()
-				same := len(got) == at
-				for i := 0; same && i < at; i++ {
-					same = normalize(got[i]) == baseline[i]
-				}
-				if k.Dead() && same {
+				if k.Dead() {
 					break
 				}
 				// A pass may also refresh the pricing book, as load decides
 				// how many passes the setup took: a few worlds.
 				if try == 4 {
-					t.Fatalf("the killed pass did not reach call %d of the baseline; it made %v", at, got)
+					t.Fatalf("the killed pass never made call %d of the baseline (%s); it made %v", at, baseline[at-1], got)
 				}
 				t.Logf("the killed pass left the baseline's path (%v); trying a new world", got)
 			}

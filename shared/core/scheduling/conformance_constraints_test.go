@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/conformance"
@@ -24,7 +25,8 @@ type constraintCase struct {
 	spec  string
 	pool  []poolOpt
 	pods  [][]podOpt
-	ready func(*NodeClass) // changes the NodeClass (readiness)
+	ready func(*NodeClass)       // changes the NodeClass (readiness)
+	types func() []*InstanceType // nil: the fake's default types
 	check func(t *testing.T, s *Snapshot, r *Results, pods []*corev1.Pod)
 }
 
@@ -230,13 +232,22 @@ func TestConformanceCustomConstraints(t *testing.T) {
 	add("Constraints Validation", validation("should schedule pods that have node selectors with label in kubernetes domains")...)
 	add("Scheduling Logic", logic(false)...)
 
+	runConstraintCases(t, cases)
+}
+
+func runConstraintCases(t *testing.T, cases []constraintCase) {
+	t.Helper()
 	for _, tc := range cases {
 		conformance.Run(t, conformance.Case{Suite: "core/provisioning/scheduling", File: schedulingSuiteFile, Spec: tc.spec}, func(t *testing.T) {
 			var pods []*corev1.Pod
 			for _, opts := range tc.pods {
 				pods = append(pods, fakePod(opts...))
 			}
-			s := fakeSnapshot(nil, []*karpv1.NodePool{fakePool(tc.pool...)}, pods...)
+			var its []*InstanceType
+			if tc.types != nil {
+				its = tc.types()
+			}
+			s := fakeSnapshot(its, []*karpv1.NodePool{fakePool(tc.pool...)}, pods...)
 			if tc.ready != nil {
 				tc.ready(s.NodeClasses["default"])
 			}
@@ -245,6 +256,110 @@ func TestConformanceCustomConstraints(t *testing.T) {
 		})
 	}
 }
+
+// onDifferentNodes: every pod scheduled, each on a node of its own.
+func onDifferentNodes(t *testing.T, s *Snapshot, r *Results, pods []*corev1.Pod) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, p := range pods {
+		where, _ := expectScheduled(t, s, r, p)
+		if seen[where] {
+			t.Fatalf("two pods on %s, want one node each", where)
+		}
+		seen[where] = true
+	}
+}
+
+// Karpenter v1.14.1 pkg/controllers/provisioning/scheduling/suite_test.go,
+// Describes "Preferential Fallback" and "Instance Type Compatibility",
+// ported whole.
+func TestConformanceFallbackAndCompatibility(t *testing.T) {
+	in, notIn := corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn
+	zone, it, arch, os := wellknown.ZoneLabel, wellknown.InstanceTypeLabel, wellknown.ArchLabel, wellknown.OSLabel
+	pf := "Scheduling > Preferential Fallback > "
+	ic := "Scheduling > Instance Type Compatibility > "
+	bothArchs := withReqs(npReq(arch, in, "arm64", "amd64"))
+	amd := withReqs(npReq(arch, in, "amd64"))
+	terms := func(zones ...string) podOpt {
+		var ts [][]corev1.NodeSelectorRequirement
+		for _, z := range zones {
+			ts = append(ts, []corev1.NodeSelectorRequirement{expr(zone, in, z)})
+		}
+		return requiredAffinity(ts...)
+	}
+	// gpuTypes is fake.InstanceTypes(5) with 25 of one made-up GPU on the
+	// first type and 25 of another on the second.
+	const gpu1, gpu2 = "karpenter.sh/super-great-gpu", "karpenter.sh/even-better-gpu"
+	gpuTypes := func() []*InstanceType {
+		its := fakeInstanceTypes(5)
+		for i, g := range []corev1.ResourceName{gpu1, gpu2} {
+			its[i].Capacity[g] = resourceQty("25")
+			its[i].Allocatable[g] = resourceQty("25")
+		}
+		return its
+	}
+	five := func() []*InstanceType { return fakeInstanceTypes(5) }
+	// withWindows adds the fake's default type as a windows one: a fake
+	// type lists several operating systems, a Karpless type one.
+	withWindows := func() []*InstanceType {
+		w := fakeType("default-instance-type-windows", fakeTypeOpts{})
+		w.Labels[os] = "windows"
+		return append(fakeTypes(), w)
+	}
+	runConstraintCases(t, []constraintCase{
+		{spec: pf + "Required > should not relax the final term", pool: []poolOpt{withReqs(npReq(zone, in, fakeZone1), npReq(it, in, "default-instance-type"))},
+			pods: pods1(terms("invalid")), check: notScheduled},
+		{spec: pf + "Required > should relax multiple terms", pods: pods1(terms("invalid", "invalid", fakeZone1, fakeZone2)), check: scheduledWith(zone, fakeZone1)},
+		{spec: pf + "Preferred > should relax all terms",
+			pods: pods1(preferredAffinity(1, expr(zone, in, "invalid")), preferredAffinity(1, expr(it, in, "invalid"))), check: scheduledWith()},
+		{spec: pf + "Preferred > should relax to use lighter weights", pool: []poolOpt{withReqs(npReq(zone, in, fakeZone1, fakeZone2))},
+			pods:  pods1(preferredAffinity(100, expr(it, in, "test-zone-3")), preferredAffinity(50, expr(zone, in, fakeZone2)), preferredAffinity(1, expr(zone, in, fakeZone1))),
+			check: scheduledWith(zone, fakeZone2)},
+		{spec: pf + "Preferred > should schedule even if preference is conflicting with requirement",
+			pods: pods1(preferredAffinity(1, expr(zone, notIn, fakeZone3)), func(p *corev1.Pod) {
+				p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{expr(zone, in, fakeZone3)}}}}
+			}),
+			check: scheduledWith(zone, fakeZone3)},
+		{spec: pf + "Preferred > should schedule even if preference requirements are conflicting",
+			pods: pods1(nodePreferences(expr(zone, in, "invalid"), expr(zone, notIn, "invalid"))), check: scheduledWith()},
+
+		{spec: ic + "should not schedule if requesting more resources than any instance type has", pods: pods1(requests("cpu", "512")), check: notScheduled},
+		{spec: ic + "should launch pods with different archs on different instances", pool: []poolOpt{bothArchs},
+			pods: [][]podOpt{{nodeSelector(arch, "amd64")}, {nodeSelector(arch, "arm64")}}, check: onDifferentNodes},
+		{spec: ic + "should exclude instance types that are not supported by the pod constraints (node affinity/instance type)", pool: []poolOpt{amd},
+			pods: pods1(nodeRequirements(expr(it, in, "arm-instance-type"))), check: notScheduled},
+		{spec: ic + "should exclude instance types that are not supported by the pod constraints (node affinity/operating system)", pool: []poolOpt{amd},
+			pods: pods1(nodeRequirements(expr(os, in, "ios"))), check: notScheduled},
+		// The pod's CPU limit is its request (the API server's defaulting).
+		{spec: ic + "should exclude instance types that are not supported by the provider constraints (arch)", pool: []poolOpt{amd},
+			pods: pods1(requests("cpu", "14")), check: notScheduled},
+		{spec: ic + "should launch pods with different operating systems on different instances", pool: []poolOpt{bothArchs}, types: withWindows,
+			pods: [][]podOpt{{nodeSelector(os, "linux")}, {nodeSelector(os, "windows")}}, check: onDifferentNodes},
+		// The deprecated instance-type key, normalised.
+		{spec: ic + "should launch pods with different instance type node selectors on different instances", pool: []poolOpt{bothArchs},
+			pods: [][]podOpt{{nodeSelector(corev1.LabelInstanceType, "small-instance-type")}, {nodeSelector(it, "default-instance-type")}}, check: onDifferentNodes},
+		{spec: ic + "should launch pods with different zone selectors on different instances", pool: []poolOpt{bothArchs},
+			pods: [][]podOpt{{nodeSelector(zone, fakeZone1)}, {nodeSelector(zone, fakeZone2)}}, check: onDifferentNodes},
+		{spec: ic + "should launch pods with resources that aren't on any single instance type on different instances", types: gpuTypes,
+			pods: [][]podOpt{{requests(gpu1, "1")}, {requests(gpu2, "1")}}, check: onDifferentNodes},
+		{spec: ic + "should fail to schedule a pod with resources requests that aren't on a single instance type", types: gpuTypes,
+			pods: pods1(requests(gpu1, "1", gpu2, "1")), check: notScheduled},
+		{spec: ic + "Provider Specific Labels > should filter instance types that match labels", types: five,
+			pods: [][]podOpt{{nodeSelector(fakeSizeKey, "large")}, {nodeSelector(fakeSizeKey, "small")}},
+			check: func(t *testing.T, s *Snapshot, r *Results, pods []*corev1.Pod) {
+				scheduledWith(it, "fake-it-4")(t, s, r, pods[:1])
+				scheduledWith(it, "fake-it-0")(t, s, r, pods[1:])
+			}},
+		{spec: ic + "Provider Specific Labels > should not schedule with incompatible labels", types: five,
+			pods: [][]podOpt{{nodeSelector(fakeSizeKey, "large", it, "fake-it-0")}, {nodeSelector(fakeSizeKey, "small", it, "fake-it-4")}}, check: notScheduled},
+		{spec: ic + "Provider Specific Labels > should schedule optional labels", types: five,
+			pods: pods1(nodeRequirements(expr(fakeExoticKey, corev1.NodeSelectorOpExists))), check: scheduledWith(fakeExoticKey, "optional", it, "fake-it-4")},
+		{spec: ic + "Provider Specific Labels > should schedule without optional labels if disallowed", types: five, pool: []poolOpt{withReqs()},
+			pods: pods1(nodeRequirements(expr(fakeExoticKey, corev1.NodeSelectorOpDoesNotExist))), check: scheduledWithout(fakeExoticKey, "")},
+	})
+}
+
+func resourceQty(s string) resource.Quantity { return resource.MustParse(s) }
 
 // Karpenter v1.14.1 pkg/controllers/provisioning/suite_test.go, Context
 // "Labels", ported whole: a NodeClaim carries a label for every custom key

@@ -73,8 +73,15 @@
 // domains come from what the NodePools can launch and from existing nodes,
 // counts from bound pods and from pods placed in the solve. Host ports are
 // unique per node; bound PersistentVolumes pin pods to their zones and
-// WaitForFirstConsumer StorageClasses to their allowed topologies; CSI
-// attach limits of existing nodes (CSINode) are enforced.
+// WaitForFirstConsumer StorageClasses to their allowed topologies (each
+// alternative term tried in turn; the EBS CSI zone key is the zone); a
+// claim that names no class gets the cluster's default StorageClass, and
+// one that names its volume is bound only once marked
+// pv.kubernetes.io/bind-completed; CSI attach limits of existing nodes
+// (CSINode) are enforced, in-tree EBS volumes counted as ebs.csi.aws.com's.
+// A NodeClaim is labelled with every custom key its requirements name, a
+// value that meets them (for NotIn, Exists and bounds the smallest integer
+// admitted, where Karpenter draws one at random).
 //
 // # Reserved capacity
 //

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +26,12 @@ import (
 // their replacements, and provisioning for their pods in between would
 // launch the same capacity twice (Karpenter marks them for deletion only
 // after their replacements exist).
-func PodsToProvision(snap *cluster.Snapshot) []*corev1.Pod {
+//
+// Of a leaving node's pods, only those Karpenter finds currently
+// reschedulable get capacity ahead (podutil.IsCurrentlyReschedulable at
+// now): a terminating StatefulSet pod does, a pod a PDB never lets go or an
+// active do-not-disrupt annotation holds does not.
+func PodsToProvision(snap *cluster.Snapshot, now time.Time) []*corev1.Pod {
 	leaving := map[string]bool{}
 	deletingClaims := map[string]bool{}
 	for _, nc := range snap.NodeClaims {
@@ -40,7 +46,7 @@ func PodsToProvision(snap *cluster.Snapshot) []*corev1.Pod {
 	}
 	var out []*corev1.Pod
 	for _, pod := range snap.Pods {
-		if podutil.IsProvisionable(pod) || (leaving[pod.Spec.NodeName] && podutil.IsReschedulable(pod)) {
+		if podutil.IsProvisionable(pod) || (leaving[pod.Spec.NodeName] && podutil.IsCurrentlyReschedulable(pod, snap.PDBs, now)) {
 			out = append(out, pod)
 		}
 	}

@@ -152,7 +152,7 @@ func New(in Input) (*World, error) {
 	w.notes = append(w.notes, reservationNotes(in.Cluster.NodeClasses, in.Options.Reservations)...)
 	w.applyOverlays()
 	w.buffers = buffer.Resolve(in.Cluster, metav1.NewTime(w.now))
-	w.pending = append(planning.PodsToProvision(in.Cluster), buffer.Pods(w.buffers)...)
+	w.pending = append(planning.PodsToProvision(in.Cluster, w.now), buffer.Pods(w.buffers)...)
 	w.sim = planning.SimulationInput(in.Cluster, w.pending, w.classes)
 	return w, nil
 }

@@ -138,7 +138,7 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 	if err := p.keepStatic(ctx, inv, snap, &res); err != nil {
 		errs = append(errs, err)
 	}
-	pending := planning.PodsToProvision(snap)
+	pending := planning.PodsToProvision(snap, p.Clock.Now())
 	res.pending = len(pending)
 	res.work = res.work || len(pending) > 0 || res.lifecycle.InFlight > 0
 	// A backlog larger than one simulation should hold is taken in shares,

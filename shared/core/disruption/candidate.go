@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -55,21 +56,22 @@ func (c *view) candidate(nc *karpv1.NodeClaim, eventual bool, busy map[string]bo
 	now := c.in.Now
 	npName, managed := nc.Labels[wellknown.NodePoolLabel]
 	node := c.nodeOf[nc.Name]
+	// Karpenter's ValidateNodeDisruptable, in its order and words.
 	switch {
 	case busy[nc.Name]:
-		return nil, "candidate is already being disrupted"
-	case !managed:
-		return nil, "node isn't managed by karpenter"
+		return nil, AlreadyDisrupting
 	case node == nil:
 		return nil, "nodeclaim does not have an associated node"
 	case !nc.IsTrue(karpv1.ConditionTypeInitialized):
 		return nil, "node isn't initialized"
-	case nc.DeletionTimestamp != nil || node.DeletionTimestamp != nil || wellknown.IsDisrupted(node):
+	case nc.DeletionTimestamp != nil || node.DeletionTimestamp != nil || wellknown.IsDisrupted(node) || nc.IsTrue(karpv1.ConditionTypeInstanceTerminating):
 		return nil, "node is deleting or marked for deletion"
 	case c.nominated(nc):
-		return nil, "node is nominated for the pods of a disruption in progress"
+		return nil, NominatedForPod
 	case node.Annotations[wellknown.DoNotDisruptAnnotation] == "true" || nc.Annotations[wellknown.DoNotDisruptAnnotation] == "true":
 		return nil, fmt.Sprintf("disruption is blocked through the %q annotation", wellknown.DoNotDisruptAnnotation)
+	case !managed:
+		return nil, fmt.Sprintf("node doesn't have required label (label=%s)", wellknown.NodePoolLabel)
 	}
 	np := c.pools[npName]
 	if np == nil {
@@ -83,7 +85,7 @@ func (c *view) candidate(nc *karpv1.NodeClaim, eventual bool, busy map[string]bo
 				continue
 			}
 			if blocked, _ := podutil.DoNotDisrupt(p, now); blocked {
-				return nil, fmt.Sprintf("pod %s/%s has %q annotation", p.Namespace, p.Name, wellknown.DoNotDisruptAnnotation)
+				return nil, fmt.Sprintf("pod has %q annotation (Pod=%s/%s)", wellknown.DoNotDisruptAnnotation, p.Namespace, p.Name)
 			}
 		}
 		if why := c.pdbs.blocking(pods, now); why != "" {
@@ -136,11 +138,22 @@ func (c *view) candidate(nc *karpv1.NodeClaim, eventual bool, busy map[string]bo
 	return cand, ""
 }
 
-// nominated reports a replacement whose command still has candidates on
-// the cluster (being drained, or about to be): their pods are on their way
-// to it, so it must not be taken away meanwhile, even while it looks empty.
-// This is Karpenter's node nomination, kept on the objects.
+// The reasons a node is not a candidate that callers match on.
+const (
+	AlreadyDisrupting = "candidate is already being disrupted"
+	NominatedForPod   = "node is nominated for a pending pod"
+)
+
+// nominated is Karpenter's node nomination, kept on the objects: a
+// provisioning pass expects pending pods on the node for a short while
+// (NominatedUntilAnnotation), or the claim is the replacement of a command
+// whose candidates are still on the cluster (being drained, or about to
+// be) and whose pods are on their way to it. Either way it must not be
+// taken away meanwhile, even while it looks empty.
 func (c *view) nominated(nc *karpv1.NodeClaim) bool {
+	if NominatedAt(nc, c.in.Now) {
+		return true
+	}
 	id, ok := nc.Annotations[ReplacementAnnotation]
 	if !ok {
 		return false
@@ -169,7 +182,7 @@ func (c *view) candidates(m Method, busy map[string]bool) ([]*Candidate, []Note)
 			continue
 		}
 		if worthTelling(why) {
-			n := Note{NodeClaim: nc.Name, Message: why}
+			n := Note{NodeClaim: nc.Name, Message: sentence(why)}
 			if node := c.nodeOf[nc.Name]; node != nil {
 				n.Node = node.Name
 			}
@@ -181,14 +194,24 @@ func (c *view) candidates(m Method, busy map[string]bool) ([]*Candidate, []Note)
 }
 
 // worthTelling filters out the transient reasons (not initialized yet,
-// already leaving) that would only be noise in Events.
+// already leaving) that would only be noise in Events; Karpenter publishes
+// those too, every ten seconds, but a tick has no dedupe memory to keep
+// them from repeating.
 func worthTelling(why string) bool {
 	switch why {
-	case "candidate is already being disrupted", "node isn't managed by karpenter", "nodeclaim does not have an associated node",
-		"node isn't initialized", "node is deleting or marked for deletion", "node is nominated for the pods of a disruption in progress":
+	case AlreadyDisrupting, "nodeclaim does not have an associated node",
+		"node isn't initialized", "node is deleting or marked for deletion":
 		return false
 	}
 	return true
+}
+
+// sentence is Karpenter's pretty.Sentence: an error made an Event message.
+func sentence(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // offeringPrice is the price of the type's offering in zone and capacity

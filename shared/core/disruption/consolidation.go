@@ -25,10 +25,17 @@ const NoCheaperReplacement = "Can't replace with a cheaper node"
 // cheaper than all of them together? It returns the command, or nil and
 // why not.
 func (w *world) consolidate(m Method, cands []*Candidate) (*Command, string) {
-	sim := w.simulate(cands, 1)
+	sim := w.simulateConsolidation(cands)
 	if sim.failure != "" {
 		return nil, sim.failure
 	}
+	return w.fromSimulation(m, cands, sim.results)
+}
+
+// fromSimulation is the rest of computeConsolidation, on a simulation of
+// the candidates' going.
+func (w *world) fromSimulation(m Method, cands []*Candidate, results *scheduling.Results) (*Command, string) {
+	sim := simulation{results: results}
 	before := 0.0
 	allSpot := true
 	for _, cn := range cands {
@@ -112,6 +119,57 @@ func (w *world) consolidate(m Method, cands []*Candidate) (*Command, string) {
 	return cmd, ""
 }
 
+// proposed is the command a validation carries out: the proposal's
+// replacement (its instance types, in its order) on the simulation just
+// run, with the capacity type consolidation launches, as Karpenter
+// launches the command it validated rather than a new plan.
+func (w *world) proposed(m Method, cands []*Candidate, results *scheduling.Results, names []string) (*Command, string) {
+	before, allSpot := 0.0, true
+	moved := map[*corev1.Pod]bool{}
+	for _, cn := range cands {
+		before += cn.Price
+		allSpot = allSpot && cn.CapacityType == wellknown.CapacityTypeSpot
+		for _, p := range cn.Reschedulable {
+			moved[p] = true
+		}
+	}
+	extra := w.creditsAdded(results, moved)
+	n := results.NewNodeClaims[0]
+	byName := make(map[string]*scheduling.InstanceType, len(n.InstanceTypes))
+	for _, it := range n.InstanceTypes {
+		byName[it.Name] = it
+	}
+	types := make([]*scheduling.InstanceType, 0, len(names))
+	for _, name := range names {
+		if it := byName[name]; it != nil {
+			types = append(types, it)
+		}
+	}
+	n, err := narrowTo(n, launchRequirements(allSpot, n), types)
+	if err != nil {
+		return nil, fmt.Sprintf("Filtering by price: %v", err)
+	}
+	it, o := n.CheapestOffering()
+	if it == nil {
+		return nil, NoCheaperReplacement
+	}
+	cmd := &Command{Method: m, Candidates: cands, PriceBefore: before, Replacements: []*scheduling.NewNodeClaim{n}, PriceAfter: n.HourlyPrice() + extra}
+	cmd.Why = fmt.Sprintf("%d node(s) can be replaced by one cheaper node (%s %s in %s)", len(cands), it.Name, o.CapacityType, o.Zone)
+	return cmd, ""
+}
+
+// launchRequirements are the claim's requirements with the capacity type
+// consolidation launches: spot only when every candidate is spot and spot
+// is allowed (spot-to-spot), or when both spot and on-demand are (the
+// price filter judged the spot offerings).
+func launchRequirements(allSpot bool, n *scheduling.NewNodeClaim) scheduling.Requirements {
+	reqs := scheduling.RequirementsFromNodePool(n.Requirements)
+	if ct := reqs.Get(wellknown.CapacityTypeLabel); ct.Has(wellknown.CapacityTypeSpot) && (allSpot || ct.Has(wellknown.CapacityTypeOnDemand)) {
+		reqs[wellknown.CapacityTypeLabel] = scheduling.NewRequirement(wellknown.CapacityTypeLabel, corev1.NodeSelectorOpIn, wellknown.CapacityTypeSpot)
+	}
+	return reqs
+}
+
 // replaceWith makes n (the command's one replacement, narrowed further) its
 // replacement, and its price after follow: the credits moved pods add on
 // staying nodes stay counted.
@@ -120,11 +178,15 @@ func (cmd *Command) replaceWith(n *scheduling.NewNodeClaim) {
 	cmd.Replacements[0] = n
 }
 
-// narrow keeps the claim's instance types whose cheapest allowed, available
-// offering under reqs, plus the surplus CPU credits the claim's requests
-// spend on a burstable type, costs less than maxPrice, cheapest first, and
-// checks that minValues still hold (Karpenter's
-// RemoveInstanceTypeOptionsByPriceAndMinValues, which has no credits).
+// narrow keeps the claim's instance types every offering of which the
+// launch could pick under reqs costs less than maxPrice, plus the surplus
+// CPU credits the claim's requests spend on a burstable type, cheapest
+// first, and checks that minValues still hold: Karpenter's
+// RemoveInstanceTypeOptionsByPriceAndMinValues, which judges a type by its
+// worst launch price (the dearest available offering of the capacity type
+// the launch would use) and has no credits. Judging by the cheapest
+// offering would let a spot launch land on a dearer zone's offering than
+// the node it replaces.
 func narrow(n *scheduling.NewNodeClaim, reqs scheduling.Requirements, maxPrice float64) (*scheduling.NewNodeClaim, error) {
 	zone, ct := reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)
 	type priced struct {
@@ -133,8 +195,9 @@ func narrow(n *scheduling.NewNodeClaim, reqs scheduling.Requirements, maxPrice f
 	}
 	var kept []priced
 	for _, it := range n.InstanceTypes {
-		if p := cheapestAllowed(it, zone, ct) + n.CreditHourly(it); p < maxPrice {
-			kept = append(kept, priced{it, p})
+		credits := n.CreditHourly(it)
+		if worstLaunchPrice(it, zone, ct)+credits < maxPrice {
+			kept = append(kept, priced{it, cheapestAllowed(it, zone, ct) + credits})
 		}
 	}
 	sort.SliceStable(kept, func(i, j int) bool { return kept[i].price < kept[j].price })
@@ -143,6 +206,31 @@ func narrow(n *scheduling.NewNodeClaim, reqs scheduling.Requirements, maxPrice f
 		types[i] = k.it
 	}
 	return narrowTo(n, reqs, types)
+}
+
+// launchOrder is the order in which a launch prefers capacity types when a
+// claim allows several (Karpenter's WorstLaunchPrice precedence).
+var launchOrder = []string{wellknown.CapacityTypeReserved, wellknown.CapacityTypeSpot, wellknown.CapacityTypeOnDemand}
+
+// worstLaunchPrice is the price of the type's dearest available offering in
+// an allowed zone, of the first capacity type in launchOrder that has one;
+// +Inf when there is none.
+func worstLaunchPrice(it *scheduling.InstanceType, zone, ct *scheduling.Requirement) float64 {
+	for _, want := range launchOrder {
+		if !ct.Has(want) {
+			continue
+		}
+		worst, found := 0.0, false
+		for _, o := range it.Offerings {
+			if o.Available && o.CapacityType == want && zone.Has(o.Zone) {
+				worst, found = max(worst, o.Price), true
+			}
+		}
+		if found {
+			return worst
+		}
+	}
+	return math.Inf(1)
 }
 
 // narrowTo is a copy of the claim restricted to types (in that order) and

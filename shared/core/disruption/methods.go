@@ -9,6 +9,7 @@ import (
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/disruption/budget"
+	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/static"
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
@@ -43,7 +44,7 @@ func Compute(in *Input) *Plan {
 		cands := c.shouldDisrupt(m, all, plan)
 		plan.Eligible[m] = len(cands)
 		left := remaining(in, counts, m.Reason(), plan)
-		if len(cands) == 0 || (in.Options.Consolidated && m.consolidation()) {
+		if len(cands) == 0 || (in.Options.Consolidated && m.consolidation()) || (in.Options.SkipMultiNode && m == MultiNodeConsolidation) {
 			continue
 		}
 		var cmd *Command
@@ -71,7 +72,7 @@ func Compute(in *Input) *Plan {
 		}
 	}
 	plan.Simulations = w.sims
-	plan.NothingToConsolidate = plan.Command == nil && !plan.Stopped && !in.Options.Consolidated
+	plan.NothingToConsolidate = plan.Command == nil && !plan.Stopped && !in.Options.Consolidated && !in.Options.SkipMultiNode && !plan.budgetBlocked
 	return plan
 }
 
@@ -110,13 +111,17 @@ func (c *view) shouldDisrupt(m Method, cands []*Candidate, plan *Plan) []*Candid
 		consolidatable := cn.NodeClaim.IsTrue(karpv1.ConditionTypeConsolidatable)
 		switch m {
 		case Emptiness:
-			if consolidateAfter(np) != nil && cn.IsEmpty() && consolidatable {
-				if c.hosts[cn.Node.Name] > 0 {
-					// Not empty: its room is a CapacityBuffer's, and
-					// deleting it would only provision it again.
-					plan.Unconsolidatable = append(plan.Unconsolidatable, Note{NodeClaim: cn.Name(), Node: cn.Node.Name, Message: fmt.Sprintf("Node %q has buffer pods", cn.Node.Name)})
-					continue
-				}
+			// Karpenter's Emptiness.ShouldDisrupt, in its order: every
+			// NodePool policy deletes empty nodes, unless consolidation is
+			// off or the node holds a CapacityBuffer's room.
+			switch {
+			case consolidateAfter(np) == nil:
+				plan.unconsolidatable(cn, fmt.Sprintf("NodePool %q has consolidation disabled", np.Name))
+			case c.hosts[cn.Node.Name] > 0:
+				// Not empty: its room is a CapacityBuffer's, and deleting
+				// it would only provision it again.
+				plan.unconsolidatable(cn, fmt.Sprintf("Node %q has buffer pods", cn.Node.Name))
+			case cn.IsEmpty() && consolidatable:
 				out = append(out, cn)
 			}
 		case Drift:
@@ -124,9 +129,8 @@ func (c *view) shouldDisrupt(m Method, cands []*Candidate, plan *Plan) []*Candid
 				out = append(out, cn)
 			}
 		case MultiNodeConsolidation, SingleNodeConsolidation:
-			if consolidateAfter(np) == nil || cn.IsEmpty() || np.Spec.Disruption.ConsolidationPolicy == karpv1.ConsolidationPolicyWhenEmpty || !consolidatable {
-				continue
-			}
+			// Karpenter's consolidation.ShouldDisrupt, in its order and
+			// words: what it cannot price, then the NodePool's policy.
 			why := ""
 			switch {
 			case cn.InstanceType == nil:
@@ -135,11 +139,17 @@ func (c *view) shouldDisrupt(m Method, cands []*Candidate, plan *Plan) []*Candid
 				why = fmt.Sprintf("Node does not have label %q", wellknown.CapacityTypeLabel)
 			case cn.Zone == "":
 				why = fmt.Sprintf("Node does not have label %q", wellknown.ZoneLabel)
+			case consolidateAfter(np) == nil:
+				why = fmt.Sprintf("NodePool %q has consolidation disabled", np.Name)
+			case cn.IsEmpty():
+				continue // emptiness's, under the Empty budget
+			case np.Spec.Disruption.ConsolidationPolicy == karpv1.ConsolidationPolicyWhenEmpty:
+				why = fmt.Sprintf("NodePool %q has consolidation policy WhenEmpty, but node is not empty", np.Name)
+			case !consolidatable:
+				continue
 			}
 			if why != "" {
-				if m == SingleNodeConsolidation {
-					plan.Unconsolidatable = append(plan.Unconsolidatable, Note{NodeClaim: cn.Name(), Node: cn.Node.Name, Message: why})
-				}
+				plan.unconsolidatable(cn, why)
 				continue
 			}
 			out = append(out, cn)
@@ -228,7 +238,7 @@ func driftOrder(cands []*Candidate) []*Candidate {
 }
 
 func (w *world) replaceDrifted(cn *Candidate) (*Command, string) {
-	sim := w.simulate([]*Candidate{cn}, -1)
+	sim := w.simulate([]*Candidate{cn}, -1, false)
 	if sim.failure != "" {
 		return nil, sim.failure
 	}
@@ -251,6 +261,7 @@ func (w *world) multiNode(cands []*Candidate, left map[string]int, plan *Plan) *
 	var within []*Candidate
 	for _, cn := range byRatio(cands) {
 		if left[cn.NodePool.Name] <= 0 {
+			plan.budgetBlocked = true
 			continue
 		}
 		left[cn.NodePool.Name]--
@@ -307,7 +318,9 @@ func (w *world) multiNode(cands []*Candidate, left map[string]int, plan *Plan) *
 func (w *world) pairs(cands []*Candidate, left map[string]int, plan *Plan) *Command {
 	var order []*Candidate
 	for _, cn := range byRatio(cands) {
-		if left[cn.NodePool.Name] > 0 && len(order) < maxPairCandidates {
+		if left[cn.NodePool.Name] <= 0 {
+			plan.budgetBlocked = true
+		} else if len(order) < maxPairCandidates {
 			order = append(order, cn)
 		}
 	}
@@ -358,6 +371,7 @@ func (w *world) singleNode(cands []*Candidate, left map[string]int, plan *Plan) 
 	last := ""
 	for _, cn := range order {
 		if left[cn.NodePool.Name] <= 0 {
+			plan.budgetBlocked = true
 			continue
 		}
 		if w.c.stopped() {
@@ -374,12 +388,12 @@ func (w *world) singleNode(cands []*Candidate, left map[string]int, plan *Plan) 
 			continue
 		}
 		if why := rm.hopeless(cn); why != "" {
-			plan.Unconsolidatable = append(plan.Unconsolidatable, Note{NodeClaim: cn.Name(), Node: cn.Node.Name, Message: why})
+			plan.unconsolidatable(cn, why)
 			continue
 		}
 		cmd, why := w.consolidate(SingleNodeConsolidation, []*Candidate{cn})
 		if cmd == nil {
-			plan.Unconsolidatable = append(plan.Unconsolidatable, Note{NodeClaim: cn.Name(), Node: cn.Node.Name, Message: why})
+			plan.unconsolidatable(cn, why)
 			continue
 		}
 		if !w.c.scored(cmd) {
@@ -499,22 +513,66 @@ func Validate(in *Input, rec *Record) (*Command, string) {
 		}
 		return w.replaceDrifted(within[0])
 	}
-	cmd, why := w.consolidate(m, within)
+	// Karpenter's validateCommand: the simulation, run again, must reach
+	// the same decision; a replacement must still be one of the instance
+	// types proposed (they must all still be options: the new simulation
+	// does no price filtering, so it offers at least those unless the
+	// pods now need something else, as bigger). Otherwise the command is
+	// dropped, not re-planned: a new plan is for a new pass to propose.
+	sim := w.simulateConsolidation(within)
+	if sim.failure != "" {
+		return nil, sim.failure
+	}
+	news := sim.results.NewNodeClaims
+	switch {
+	case len(news) > 1,
+		rec.Decision == "replace" && len(news) == 0,
+		rec.Decision == "delete" && len(news) == 1,
+		len(news) == 1 && rec.ReplacementTypes != nil && !typesSubset(rec.ReplacementTypes, news[0].InstanceTypes):
+		return nil, NewResults
+	}
+	var cmd *Command
+	var why string
+	if len(news) == 1 && rec.ReplacementTypes != nil {
+		cmd, why = w.proposed(m, within, sim.results, rec.ReplacementTypes)
+	} else {
+		// A record without the types (written by an older version, or a
+		// question of the CLI's): planned afresh.
+		cmd, why = w.fromSimulation(m, within, sim.results)
+		if cmd != nil && m == MultiNodeConsolidation && len(cmd.Replacements) == 1 {
+			n, err := withoutSameTypes(cmd.Replacements[0], cmd.Candidates)
+			if err != nil || len(n.InstanceTypes) == 0 {
+				return nil, NewResults
+			}
+			cmd.replaceWith(n)
+		}
+	}
 	if cmd == nil {
 		return nil, why
 	}
-	if m == MultiNodeConsolidation && len(cmd.Replacements) == 1 {
-		n, err := withoutSameTypes(cmd.Replacements[0], cmd.Candidates)
-		if err != nil || len(n.InstanceTypes) == 0 {
-			return nil, "scheduling simulation produced new results"
-		}
-		cmd.replaceWith(n)
-	}
 	if rec.Decision != "" && cmd.Decision() != rec.Decision {
-		return nil, "scheduling simulation produced new results"
+		return nil, NewResults
 	}
 	if cmd.Savings() <= 0 && cmd.Decision() == "replace" {
 		return nil, "replacement is no longer cheaper"
 	}
 	return cmd, ""
+}
+
+// NewResults is why a validation drops a consolidation whose simulation no
+// longer reaches the decision proposed (Karpenter's words).
+const NewResults = "scheduling simulation produced new results"
+
+// typesSubset reports whether every name is among the types.
+func typesSubset(names []string, types []*scheduling.InstanceType) bool {
+	have := make(map[string]bool, len(types))
+	for _, it := range types {
+		have[it.Name] = true
+	}
+	for _, n := range names {
+		if !have[n] {
+			return false
+		}
+	}
+	return true
 }

@@ -81,7 +81,7 @@ func evictable(p *corev1.Pod, now time.Time) bool {
 
 // blocking returns why the pods' PDBs refuse an eviction now ("" when every
 // pod can be evicted): a PDB that allows no disruption, or a pod several
-// PDBs select (the eviction API refuses those).
+// PDBs select (the eviction API refuses those). The words are Karpenter's.
 func (l pdbLimits) blocking(pods []*corev1.Pod, now time.Time) string {
 	for _, p := range pods {
 		if !evictable(p, now) {
@@ -94,10 +94,10 @@ func (l pdbLimits) blocking(pods []*corev1.Pod, now time.Time) string {
 				keys[i] = x.key
 			}
 			sort.Strings(keys)
-			return fmt.Sprintf("eviction does not support multiple PDBs (pod %s/%s, PodDisruptionBudgets %s)", p.Namespace, p.Name, strings.Join(keys, ", "))
+			return fmt.Sprintf("eviction does not support multiple PDBs (PodDisruptionBudget(s)=[%s])", strings.Join(keys, " "))
 		}
 		if len(m) == 1 && m[0].allowed == 0 && !(m[0].unhealthyEvictable && !podReady(p)) {
-			return fmt.Sprintf("pdb prevents pod evictions (pod %s/%s, PodDisruptionBudget %s)", p.Namespace, p.Name, m[0].key)
+			return fmt.Sprintf("pdb prevents pod evictions (PodDisruptionBudget=[%s])", m[0].key)
 		}
 	}
 	return ""

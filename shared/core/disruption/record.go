@@ -26,7 +26,41 @@ const (
 	// node as last seen, so that a pod leaving can be noticed (it bumps
 	// status.lastPodEventTime) without memory between ticks.
 	PodFingerprintAnnotation = "karpless.dev/pod-fingerprint"
+	// NominatedUntilAnnotation on a NodeClaim is when the nomination a
+	// provisioning pass made ends (RFC 3339): the pass expected pending
+	// pods to land on its node, which disruption therefore leaves alone
+	// until then (Karpenter's StateNode.Nominate, kept on the object).
+	NominatedUntilAnnotation = "karpless.dev/nominated-until"
 )
+
+// NominationWindow is Karpenter's nominationWindow: twice the batch's
+// maximum duration, at least 10 s.
+func NominationWindow(batchMax time.Duration) time.Duration {
+	return max(2*batchMax, 10*time.Second)
+}
+
+// Nomination is the NominatedUntilAnnotation value for a nomination made
+// at now (the window's end, rounded up to the second), or "" when the
+// claim already carries one ending at most a quarter of the window
+// earlier: Karpenter extends the window at every pass, and this keeps a
+// provisioning pass every few seconds from writing each time.
+func Nomination(nc *karpv1.NodeClaim, now time.Time, window time.Duration) string {
+	if cur, err := time.Parse(time.RFC3339, nc.Annotations[NominatedUntilAnnotation]); err == nil && cur.After(now.Add(window*3/4)) {
+		return ""
+	}
+	return now.Add(window).UTC().Truncate(time.Second).Add(time.Second).Format(time.RFC3339)
+}
+
+// NominatedAt reports whether a provisioning pass's nomination of the
+// claim still holds at now.
+func NominatedAt(nc *karpv1.NodeClaim, now time.Time) bool {
+	v, ok := nc.Annotations[NominatedUntilAnnotation]
+	if !ok {
+		return false
+	}
+	until, err := time.Parse(time.RFC3339, v)
+	return err == nil && now.Before(until)
+}
 
 // Phase is where a command is.
 type Phase string
@@ -60,6 +94,10 @@ type Record struct {
 	Replacements []string `json:"replacements,omitempty"`
 	PriceBefore  float64  `json:"priceBefore"`
 	PriceAfter   float64  `json:"priceAfter"`
+	// ReplacementTypes are the instance types of a proposed consolidation's
+	// one replacement: validation insists they are all still options, and
+	// launches those.
+	ReplacementTypes []string `json:"replacementTypes,omitempty"`
 }
 
 // Encode is the annotation value.
@@ -99,7 +137,7 @@ func NewRecord(c *Command, now time.Time) *Record {
 	}
 	h.Write([]byte(now.UTC().Format(time.RFC3339Nano)))
 	sum := h.Sum(nil)
-	return &Record{
+	r := &Record{
 		ID:          fmt.Sprintf("%010x", binary.BigEndian.Uint64(sum[:8])>>24),
 		Method:      c.Method,
 		Reason:      c.Reason(),
@@ -110,6 +148,12 @@ func NewRecord(c *Command, now time.Time) *Record {
 		PriceBefore: c.PriceBefore,
 		PriceAfter:  c.PriceAfter,
 	}
+	if c.Method.consolidation() && len(c.Replacements) == 1 {
+		for _, it := range c.Replacements[0].InstanceTypes {
+			r.ReplacementTypes = append(r.ReplacementTypes, it.Name)
+		}
+	}
+	return r
 }
 
 // nameAlphabet is what the API server's generateName draws from.

@@ -6,7 +6,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/buffer"
 	"github.com/karpless/karpless/shared/core/scheduling"
 )
@@ -61,11 +64,23 @@ type simulation struct {
 	failure string
 }
 
+// simulateConsolidation is simulate as consolidation runs it (Karpenter's
+// IsConsolidationSimulation): at most one new NodeClaim, and the
+// candidates' pods kept off nodes still inside their NodePool's
+// consolidateAfter window.
+func (w *world) simulateConsolidation(cands []*Candidate) simulation {
+	return w.simulate(cands, 1, true)
+}
+
 // simulate places the pods of cands (and of leaving nodes, and pending
 // pods) on the remaining nodes plus at most maxNew new NodeClaims (-1: no
 // limit). Every pod that must move has to be placed, and candidates' pods
-// must not land on nodes that are not initialized yet.
-func (w *world) simulate(cands []*Candidate, maxNew int) simulation {
+// must not land on nodes that are not initialized yet, nor, for a
+// consolidation, on nodes under consolidateAfter (settling): Karpenter
+// keeps consolidation from filling a node whose pods only just changed,
+// which would reset its window and could undo a scale-down in progress.
+// Pending pods and the pods of leaving nodes may go there.
+func (w *world) simulate(cands []*Candidate, maxNew int, consolidation bool) simulation {
 	w.sims++
 	c := w.c
 	gone := map[string]bool{}
@@ -100,7 +115,11 @@ func (w *world) simulate(cands []*Candidate, maxNew int) simulation {
 	snap.Pods = batch
 	// Karpenter's consolidation simulates in its reserved fallback mode: a
 	// pod whose reservations are all held goes to on-demand or spot.
-	res := scheduling.Solve(&snap, scheduling.Options{MaxNewNodeClaims: maxNew, ReservedFallback: true, MinValues: c.in.Options.MinValues})
+	opts := scheduling.Options{MaxNewNodeClaims: maxNew, ReservedFallback: true, MinValues: c.in.Options.MinValues}
+	if consolidation {
+		opts.Settling, opts.Moving = c.settling(), fromCandidates
+	}
+	res := scheduling.Solve(&snap, opts)
 	var failed []string
 	for _, e := range res.Unschedulable {
 		if mustMove[e.Pod] {
@@ -150,4 +169,40 @@ func (w *world) bufferHosts() map[string]int {
 	snap.Nodes = w.nodes
 	snap.Pods = append(slices.Clone(w.c.pending), w.leavingPods...)
 	return buffer.Hosts(scheduling.Solve(&snap, scheduling.Options{}))
+}
+
+// settling are the nodes (by simulation name) still inside their
+// NodePool's consolidateAfter window: Karpenter's IsUnderConsolidateAfter,
+// initialized and less than consolidateAfter (set, not zero) since the
+// last pod event or, without one, since initialization. Computed once per
+// decision.
+func (c *view) settling() map[string]bool {
+	if c.settlingNodes != nil {
+		return c.settlingNodes
+	}
+	c.settlingNodes = map[string]bool{}
+	for _, nc := range c.in.Cluster.NodeClaims {
+		np := c.pool(nc)
+		if np == nil {
+			continue
+		}
+		after := consolidateAfter(np)
+		init := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeInitialized)
+		if after == nil || *after == 0 || init == nil || init.Status != metav1.ConditionTrue {
+			continue
+		}
+		since := init.LastTransitionTime.Time
+		if !nc.Status.LastPodEventTime.IsZero() {
+			since = nc.Status.LastPodEventTime.Time
+		}
+		if c.in.Now.Sub(since) >= *after {
+			continue
+		}
+		if n := c.nodeOf[nc.Name]; n != nil {
+			c.settlingNodes[n.Name] = true
+		} else {
+			c.settlingNodes[nc.Name] = true
+		}
+	}
+	return c.settlingNodes
 }

@@ -120,6 +120,10 @@ type Options struct {
 	// Karpenter's IsConsolidated skips them until the cluster changes or
 	// five minutes pass (prices and capacity move without a trace here).
 	Consolidated bool
+	// SkipMultiNode: a multi-node proposal failed its validation since the
+	// last computation. Karpenter then goes on to single-node consolidation
+	// in the same loop; skipping multi-node once does the same here.
+	SkipMultiNode bool
 }
 
 // InstanceFacts is what drift needs to know of a running instance that the
@@ -235,4 +239,26 @@ type Plan struct {
 	// evaluated before it was stopped ("" when it was not): pass it back in
 	// Options to continue from there.
 	ResumeSingleNodeAfter string
+
+	// budgetBlocked: a consolidation candidate was passed over for its
+	// NodePool's budget, so the cluster is not "consolidated" (Karpenter's
+	// constrainedByBudgets): it may be once the budget allows.
+	budgetBlocked bool
+	// noted are the Unconsolidatable notes already made, by claim and
+	// message (several methods find the same).
+	noted map[string]bool
+}
+
+// unconsolidatable notes why consolidation passes the candidate over,
+// once per candidate and message.
+func (p *Plan) unconsolidatable(cn *Candidate, msg string) {
+	key := cn.Name() + "\x00" + msg
+	if p.noted[key] {
+		return
+	}
+	if p.noted == nil {
+		p.noted = map[string]bool{}
+	}
+	p.noted[key] = true
+	p.Unconsolidatable = append(p.Unconsolidatable, Note{NodeClaim: cn.Name(), Node: cn.Node.Name, Message: msg})
 }

@@ -31,6 +31,8 @@ type view struct {
 	hosts map[string]int
 	// poolTotals are the NodePools' Balanced denominators (totals).
 	poolTotals map[string]poolTotals
+	// settlingNodes caches settling().
+	settlingNodes map[string]bool
 }
 
 func newCluster(in *Input) *view {

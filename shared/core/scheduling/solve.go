@@ -472,7 +472,7 @@ func (s *solver) place(p *podState) bool {
 	// least wanted (initDemand).
 	var inFlight *existingNode
 	for _, e := range s.existing {
-		if !e.usable || !fits(p.req, e.avail) || !p.hostOK(e.host) {
+		if !e.usable || !fits(p.req, e.avail) || !p.hostOK(e.host) || (s.opts.Settling[e.node.Name] && s.opts.Moving[p.pod]) {
 			continue
 		}
 		if inFlight != nil && e.demand >= inFlight.demand {

@@ -166,6 +166,13 @@ type Options struct {
 	// is left for the next pass (PodError.ReservedDeferred), when the
 	// launches have used the reservation up and its offerings are gone.
 	ReservedFallback bool
+	// Settling and Moving are a consolidation simulation's (Karpenter's
+	// IsConsolidationSimulation): the pods in Moving (those leaving the
+	// candidates) are not placed on the existing nodes named in Settling
+	// (still inside their NodePool's consolidateAfter window); other pods
+	// may be.
+	Settling map[string]bool
+	Moving   map[*corev1.Pod]bool
 }
 
 // Provisioning returns the options a provisioning tick uses.

@@ -67,7 +67,7 @@ func TestExplainNodeClaim(t *testing.T) {
 				p := f.pod("web", "api", "500m", "1Gi", "n1")
 				p.Annotations = map[string]string{wellknown.DoNotDisruptAnnotation: "true"}
 			},
-			checks: []check{blocked(`pod web/api has "karpenter.sh/do-not-disrupt" annotation`), func(t *testing.T, r *NodeClaimReport, text string) {
+			checks: []check{blocked(`Pod has "karpenter.sh/do-not-disrupt" annotation (Pod=web/api)`), func(t *testing.T, r *NodeClaimReport, text string) {
 				if m := method(r, "Consolidation"); !m.Applies || m.Acts || !strings.Contains(m.Verdict, "do-not-disrupt") {
 					t.Errorf("consolidation %+v", m)
 				}
@@ -82,7 +82,7 @@ func TestExplainNodeClaim(t *testing.T) {
 				n, _ := f.node("n1", "default", "m5.xlarge", zoneA, wellknown.CapacityTypeOnDemand, time.Hour)
 				n.Annotations = map[string]string{wellknown.DoNotDisruptAnnotation: "true"}
 			},
-			checks: []check{blocked(`disruption is blocked through the "karpenter.sh/do-not-disrupt" annotation`)},
+			checks: []check{blocked(`Disruption is blocked through the "karpenter.sh/do-not-disrupt" annotation`)},
 		},
 		{
 			name: "a PDB that allows no disruption blocks",
@@ -91,7 +91,7 @@ func TestExplainNodeClaim(t *testing.T) {
 				f.pod("web", "api", "500m", "1Gi", "n1")
 				f.pdb("web", "api", 0)
 			},
-			checks: []check{blocked("pdb prevents pod evictions (pod web/api, PodDisruptionBudget web/api-pdb)")},
+			checks: []check{blocked("Pdb prevents pod evictions (PodDisruptionBudget=[web/api-pdb])")},
 		},
 		{
 			name: "a budget of 0 blocks",

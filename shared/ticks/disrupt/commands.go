@@ -31,7 +31,7 @@ func commandOf(r *disruption.Record, action, why string) Command {
 // advance moves every live command one step. It reports when the next pass
 // is due, whether the cluster changed (so a new decision should wait for a
 // fresh snapshot), and whether a proposal is outstanding.
-func (d *Disrupter) advance(ctx context.Context, in *disruption.Input, sess Session, cmds []*disruption.Pending, sum *Summary) (next time.Time, changed, proposed bool, err error) {
+func (d *Disrupter) advance(ctx context.Context, in *disruption.Input, sess Session, inv *invocation, cmds []*disruption.Pending, sum *Summary) (next time.Time, changed, proposed bool, err error) {
 	var errs []error
 	now := d.Clock.Now()
 	for _, p := range cmds {
@@ -58,6 +58,11 @@ func (d *Disrupter) advance(ctx context.Context, in *disruption.Input, sess Sess
 			if cmd == nil {
 				d.reject(ctx, p, why, sum)
 				errs = append(errs, d.dropRecord(ctx, p))
+				if rec.Method == disruption.MultiNodeConsolidation {
+					// Karpenter goes on to single-node consolidation when
+					// a multi-node command fails its validation.
+					inv.state.skipMulti, inv.state.changed = true, true
+				}
 				continue
 			}
 			// Candidates validation dropped (emptiness) leave the command.

@@ -322,7 +322,10 @@ type state struct {
 	// found nothing, and when.
 	consolidated   string
 	consolidatedAt time.Time
-	changed        bool
+	// skipMulti: a multi-node proposal failed its validation; the next
+	// decision skips multi-node consolidation once.
+	skipMulti bool
+	changed   bool
 }
 
 const (
@@ -330,6 +333,7 @@ const (
 	keyResume         = "singleNodeResumeAfter"
 	keyConsolidated   = "consolidatedState"
 	keyConsolidatedAt = "consolidatedAt"
+	keySkipMulti      = "skipMultiNode"
 )
 
 func (d *Disrupter) loadState(ctx context.Context) *state {
@@ -346,6 +350,7 @@ func (d *Disrupter) loadState(ctx context.Context) *state {
 		st.lastGC = t
 	}
 	st.resume = cm.Data[keyResume]
+	st.skipMulti = cm.Data[keySkipMulti] == "true"
 	if t, err := time.Parse(time.RFC3339, cm.Data[keyConsolidatedAt]); err == nil {
 		st.consolidated, st.consolidatedAt = cm.Data[keyConsolidated], t
 	}
@@ -358,6 +363,9 @@ func (d *Disrupter) saveState(ctx context.Context, st *state) {
 		return
 	}
 	data := map[string]string{keyResume: st.resume}
+	if st.skipMulti {
+		data[keySkipMulti] = "true"
+	}
 	if !st.lastGC.IsZero() {
 		data[keyLastGC] = st.lastGC.UTC().Format(time.RFC3339)
 	}

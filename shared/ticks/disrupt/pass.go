@@ -169,7 +169,7 @@ func (d *Disrupter) pass(ctx context.Context, inv *invocation, sum *Summary) (ti
 			sim = planning.SimulationInput(snap, nil, classes)
 		}
 		in = d.input(snap, sim, classes, inv)
-		next, changed, proposed, err = d.advance(ctx, in, sess, cmds, sum)
+		next, changed, proposed, err = d.advance(ctx, in, sess, inv, cmds, sum)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -226,6 +226,7 @@ func (d *Disrupter) input(snap *cluster.Snapshot, sim *scheduling.Snapshot, clas
 			MinValues:               minValuesPolicy(d.Config),
 			Stop:                    func() bool { return d.Clock.Now().After(stopAt) },
 			ResumeSingleNodeAfter:   inv.state.resume,
+			SkipMultiNode:           inv.state.skipMulti,
 		},
 	}
 	st := inv.state
@@ -539,6 +540,10 @@ func (d *Disrupter) decide(ctx context.Context, in *disruption.Input, sess Sessi
 	}
 	if plan.ResumeSingleNodeAfter != inv.state.resume {
 		inv.state.resume, inv.state.changed = plan.ResumeSingleNodeAfter, true
+	}
+	if inv.state.skipMulti && !plan.Stopped {
+		// Single-node consolidation has had its turn.
+		inv.state.skipMulti, inv.state.changed = false, true
 	}
 	switch {
 	case plan.NothingToConsolidate:

@@ -14,6 +14,7 @@ import (
 	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/buffer"
 	"github.com/karpless/karpless/shared/core/cluster"
+	"github.com/karpless/karpless/shared/core/disruption"
 	"github.com/karpless/karpless/shared/core/planning"
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/timing"
@@ -236,6 +237,9 @@ func (p *Provisioner) provisionRound(ctx context.Context, inv *invocation, snap 
 			p.Events.Normal(record.ObjectOf(podGVK, pod), "Nominated", "Pod should schedule on: %s", node)
 		}
 	}
+	if !p.shadow() {
+		errs = append(errs, p.nominate(ctx, snap, results))
+	}
 	pools := map[string]*karpv1.NodePool{}
 	for _, np := range snap.NodePools {
 		pools[np.Name] = np
@@ -264,6 +268,41 @@ func (p *Provisioner) provisionRound(ctx context.Context, inv *invocation, snap 
 	errs = append(errs, inv.cloud.LaunchAll(ctx, created))
 	res.launched += inv.cloud.Launched() - before
 	return deferred, errors.Join(errs...)
+}
+
+// nominate marks the NodeClaims of the nodes (and in-flight claims) the
+// simulation placed real pending pods on, as Karpenter's Results.Record
+// nominates them: disruption leaves them alone for the nomination window,
+// so that a node is not taken away as the pods it is about to receive
+// arrive. Buffers' virtual pods nominate nothing (they would hold their
+// nodes for ever; emptiness leaves those nodes for their own reason).
+func (p *Provisioner) nominate(ctx context.Context, snap *cluster.Snapshot, results *scheduling.Results) error {
+	if len(results.Existing) == 0 {
+		return nil
+	}
+	byNode := map[string]*karpv1.NodeClaim{}
+	for _, nc := range snap.NodeClaims {
+		byNode[nc.Name] = nc
+		if nc.Status.NodeName != "" {
+			byNode[nc.Status.NodeName] = nc
+		}
+	}
+	now, window := p.Clock.Now(), disruption.NominationWindow(p.Config.BatchMax)
+	var errs []error
+	for node, pods := range results.Existing {
+		nc := byNode[node]
+		if nc == nil || len(buffer.WithoutVirtual(pods)) == 0 {
+			continue
+		}
+		v := disruption.Nomination(nc, now, window)
+		if v == "" {
+			continue
+		}
+		if err := p.Kube.AnnotateNodeClaim(ctx, nc, map[string]*string{disruption.NominatedUntilAnnotation: &v}); err != nil && !kube.IsGone(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // reconcileClaims advances each claim one lifecycle step, launching the

@@ -47,9 +47,18 @@ type NodeConfig struct {
 	EphemeralStorage *resource.Quantity
 	// InstanceStoreRAID0 puts ephemeral storage on the instance-store NVMe disks.
 	InstanceStoreRAID0 bool
-	// ReservedENIs are default-card interfaces not available for pod IPs
-	// (EFA-only interfaces, the --reserved-enis setting).
+	// ReservedENIs are default-card interfaces kept out of the pod limit
+	// (the --reserved-enis setting).
 	ReservedENIs int64
+	// EFAOnlyENIs are the class's EFA-only interfaces on network card 0:
+	// they carry no pod IPs, so they come off the pod limit and, unlike
+	// ReservedENIs, off the pod count kube-reserved memory is sized by.
+	EFAOnlyENIs int64
+	// EFAInterfaces, when the class lists network interfaces, is how many
+	// of them are EFA-only: the node then advertises that many
+	// vpc.amazonaws.com/efa whatever the type could attach (nil: the
+	// type's own EFA limit).
+	EFAInterfaces *int64
 }
 
 // NodeConfigFor extracts the allocatable-relevant settings of an
@@ -63,10 +72,18 @@ func NodeConfigFor(nc *awsv1.EC2NodeClass, amiFamily string) NodeConfig {
 	}
 	cfg.InstanceStoreRAID0 = nc.Spec.InstanceStorePolicy != nil && *nc.Spec.InstanceStorePolicy == awsv1.InstanceStorePolicyRAID0
 	cfg.EphemeralStorage = rootVolumeSize(nc.Spec.BlockDeviceMappings, amiFamily)
-	for _, ni := range nc.Spec.NetworkInterfaces {
-		if ni != nil && ni.NetworkCardIndex == 0 && ni.InterfaceType == awsv1.InterfaceTypeEFAOnly {
-			cfg.ReservedENIs++
+	if len(nc.Spec.NetworkInterfaces) > 0 {
+		var efa int64
+		for _, ni := range nc.Spec.NetworkInterfaces {
+			if ni == nil || ni.InterfaceType != awsv1.InterfaceTypeEFAOnly {
+				continue
+			}
+			efa++
+			if ni.NetworkCardIndex == 0 {
+				cfg.EFAOnlyENIs++
+			}
 		}
+		cfg.EFAInterfaces = &efa
 	}
 	return cfg
 }
@@ -145,7 +162,7 @@ func (t *InstanceType) Pods(cfg NodeConfig) int64 {
 	case cfg.MaxPods != nil:
 		n = int64(*cfg.MaxPods)
 	case f.eniLimitedPodDensity:
-		n = t.ENILimitedPods(cfg.ReservedENIs)
+		n = t.ENILimitedPods(cfg.ReservedENIs + cfg.EFAOnlyENIs)
 	default:
 		n = 110
 	}
@@ -168,7 +185,7 @@ func (t *InstanceType) Capacity(cfg NodeConfig) corev1.ResourceList {
 		corev1.ResourceEphemeralStorage: t.ephemeralStorage(cfg),
 		corev1.ResourcePods:             *resource.NewQuantity(t.Pods(cfg), resource.DecimalSI),
 	}
-	for name, n := range t.extended() {
+	for name, n := range t.extended(cfg) {
 		out[name] = *resource.NewQuantity(n, resource.DecimalSI)
 	}
 	if n := t.WindowsPrivateIPv4(cfg.Family); n > 0 {
@@ -189,7 +206,7 @@ func (t *InstanceType) ephemeralStorage(cfg NodeConfig) resource.Quantity {
 	return DefaultRootVolume(cfg.Family)
 }
 
-func (t *InstanceType) extended() map[corev1.ResourceName]int64 {
+func (t *InstanceType) extended(cfg NodeConfig) map[corev1.ResourceName]int64 {
 	out := map[corev1.ResourceName]int64{}
 	if n, maker := t.GPUs(); n > 0 {
 		switch maker {
@@ -197,6 +214,10 @@ func (t *InstanceType) extended() map[corev1.ResourceName]int64 {
 			out[wellknown.ResourceNVIDIAGPU] = n
 		case "amd":
 			out[wellknown.ResourceAMDGPU] = n
+		case "habana":
+			// EC2 lists Gaudi (dl1) among the GPUs; Karpenter
+			// advertises them as habana.ai/gaudi.
+			out[wellknown.ResourceHabanaGaudi] = n
 		}
 	}
 	if n, maker := t.Accelerators(); n > 0 {
@@ -210,8 +231,12 @@ func (t *InstanceType) extended() map[corev1.ResourceName]int64 {
 	if t.neuronCores > 0 {
 		out[wellknown.ResourceAWSNeuronCore] = t.neuronCores
 	}
-	if t.efa > 0 {
-		out[wellknown.ResourceEFA] = t.efa
+	efa := t.efa
+	if cfg.EFAInterfaces != nil {
+		efa = *cfg.EFAInterfaces
+	}
+	if efa > 0 {
+		out[wellknown.ResourceEFA] = efa
 	}
 	if t.podENI {
 		out[wellknown.ResourceAWSPodENI] = t.branchInterfaces
@@ -225,29 +250,58 @@ func (t *InstanceType) Overhead(cfg NodeConfig) (corev1.ResourceList, error) {
 	return t.overhead(cfg, t.Capacity(cfg))
 }
 
+// OverheadParts are the three parts of Overhead, as Karpenter's instance
+// types carry them: kube-reserved (defaults overlaid by the class's
+// kubeReserved), system-reserved (the class's only) and the hard eviction
+// thresholds (defaults overlaid by evictionHard; evictionSoft never counts).
+func (t *InstanceType) OverheadParts(cfg NodeConfig) (kube, system, eviction corev1.ResourceList, err error) {
+	return t.overheadParts(cfg, t.Capacity(cfg))
+}
+
 // overhead is Overhead given the capacity: a cold start builds every
 // type's capacity and allocatable, and capacity is the costly part.
 func (t *InstanceType) overhead(cfg NodeConfig, capacity corev1.ResourceList) (corev1.ResourceList, error) {
+	kube, system, eviction, err := t.overheadParts(cfg, capacity)
+	if err != nil {
+		return nil, err
+	}
+	total := corev1.ResourceList{}
+	for _, l := range []corev1.ResourceList{kube, system, eviction} {
+		for k, v := range l {
+			if k == "pid" {
+				continue
+			}
+			sum := total[k]
+			sum.Add(v)
+			total[k] = sum
+		}
+	}
+	return total, nil
+}
+
+func (t *InstanceType) overheadParts(cfg NodeConfig, capacity corev1.ResourceList) (kube, system, eviction corev1.ResourceList, err error) {
 	f := flagsFor(cfg.Family)
 	podsForMemory := t.Pods(cfg)
 	if f.eniLimitedMemoryOverhead {
-		podsForMemory = t.ENILimitedPods(0)
+		// As Karpenter: the ENI limit without --reserved-enis (but
+		// without the EFA-only interfaces, which never carry pods).
+		podsForMemory = t.ENILimitedPods(cfg.EFAOnlyENIs)
 	}
-	kube := corev1.ResourceList{
+	kube = corev1.ResourceList{
 		corev1.ResourceCPU:              *resource.NewMilliQuantity(kubeReservedCPUMilli(t.VCPU*1000), resource.DecimalSI),
 		corev1.ResourceMemory:           *resource.NewQuantity((11*podsForMemory+255)*1024*1024, resource.BinarySI),
 		corev1.ResourceEphemeralStorage: resource.MustParse("1Gi"),
 	}
 	if err := overlay(kube, cfg.KubeReserved, "kubeReserved"); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	system := corev1.ResourceList{}
+	system = corev1.ResourceList{}
 	if err := overlay(system, cfg.SystemReserved, "systemReserved"); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	storage := capacity[corev1.ResourceEphemeralStorage]
 	mem := capacity[corev1.ResourceMemory]
-	eviction := corev1.ResourceList{
+	eviction = corev1.ResourceList{
 		corev1.ResourceMemory:           resource.MustParse("100Mi"),
 		corev1.ResourceEphemeralStorage: *resource.NewQuantity(int64(math.Ceil(float64(storage.Value())/100*10)), resource.DecimalSI),
 	}
@@ -262,22 +316,11 @@ func (t *InstanceType) overhead(cfg NodeConfig, capacity corev1.ResourceList) (c
 		}
 		q, err := evictionSignal(base, v)
 		if err != nil {
-			return nil, fmt.Errorf("evictionHard[%s]: %w", signal, err)
+			return nil, nil, nil, fmt.Errorf("evictionHard[%s]: %w", signal, err)
 		}
 		eviction[resourceName] = q
 	}
-	total := corev1.ResourceList{}
-	for _, l := range []corev1.ResourceList{kube, system, eviction} {
-		for k, v := range l {
-			if k == "pid" {
-				continue
-			}
-			sum := total[k]
-			sum.Add(v)
-			total[k] = sum
-		}
-	}
-	return total, nil
+	return kube, system, eviction, nil
 }
 
 // Allocatable is capacity minus overhead, floored at zero.

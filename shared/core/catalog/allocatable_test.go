@@ -197,7 +197,7 @@ func TestNodeConfigFor(t *testing.T) {
 		InstanceStorePolicy: &raid,
 	}}
 	cfg := NodeConfigFor(nc, FamilyAL2023)
-	if *cfg.MaxPods != 30 || cfg.EphemeralStorage.String() != "80Gi" || cfg.ReservedENIs != 1 || !cfg.InstanceStoreRAID0 {
+	if *cfg.MaxPods != 30 || cfg.EphemeralStorage.String() != "80Gi" || cfg.EFAOnlyENIs != 1 || cfg.EFAInterfaces == nil || *cfg.EFAInterfaces != 1 || !cfg.InstanceStoreRAID0 {
 		t.Fatalf("unexpected config %+v", cfg)
 	}
 	c := mustLoad(t)

@@ -35,14 +35,23 @@ func FakeOffer(ct, zone string, price float64) Offering { return fakeOffer(ct, z
 func FakePrice(r corev1.ResourceList) float64 { return fakePrice(r) }
 
 // FakePool is the scheduling suite's NodePool, named name.
-func FakePool(name string, opts ...poolOpt) *karpv1.NodePool {
-	np := fakePool(opts...)
+func FakePool(name string, opts ...func(*karpv1.NodePool)) *karpv1.NodePool {
+	np := fakePool()
+	for _, o := range opts {
+		o(np)
+	}
 	np.Name = name
 	return np
 }
 
 // FakePod is test.UnschedulablePod.
-func FakePod(opts ...podOpt) *corev1.Pod { return fakePod(opts...) }
+func FakePod(opts ...func(*corev1.Pod)) *corev1.Pod {
+	p := fakePod()
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
 
 // RL is a resource list from name, quantity pairs.
 func RL(kv ...string) corev1.ResourceList { return rl(kv...) }

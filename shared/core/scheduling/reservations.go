@@ -28,11 +28,8 @@ const ctReservedBit = uint8(1) << ctReserved
 // count at different moments, as Karpenter notes).
 func (s *solver) initReservations() {
 	s.resv = map[string]int{}
-	for _, nc := range s.snap.NodeClasses {
-		if nc == nil {
-			continue
-		}
-		for _, it := range nc.InstanceTypes {
+	count := func(types []*InstanceType) {
+		for _, it := range types {
 			if it == nil {
 				continue
 			}
@@ -44,6 +41,17 @@ func (s *solver) initReservations() {
 					s.resv[o.ReservationID] = max(0, o.ReservationCapacity)
 				}
 			}
+		}
+	}
+	for _, nc := range s.snap.NodeClasses {
+		if nc == nil {
+			continue
+		}
+		count(nc.InstanceTypes)
+		// A NodePool's own types (an overlay selecting it) may list
+		// reservations the class's do not.
+		for _, types := range nc.Pools {
+			count(types)
 		}
 	}
 	for id, n := range s.snap.ReservationsHeld {

@@ -282,7 +282,8 @@ func (s *solver) buildTemplates() {
 		}
 		t := s.newTemplate(np, class.ForPool(np.Name))
 		if len(t.types) == 0 {
-			s.skipped = append(s.skipped, skippedPool{np.Name, fmt.Sprintf("has no instance type of EC2NodeClass %s that meets its requirements (%s) with an available offering", class.Name, t.reqs)})
+			// Karpenter's words lead, so the event reads as it does there.
+			s.skipped = append(s.skipped, skippedPool{np.Name, fmt.Sprintf("launches nothing: nodepool requirements filtered out all available instance types (none of EC2NodeClass %s meets %s with an available offering)", class.Name, t.reqs)})
 			continue
 		}
 		t.idx = len(s.templates)

@@ -13,6 +13,10 @@ import (
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
 
+// TenancyDefault is the karpenter.k8s.aws/instance-tenancy of every node
+// Karpless launches.
+const TenancyDefault = "default"
+
 // Prices are what an instance type costs per hour. Both maps are optional.
 type Prices struct {
 	// OnDemand overrides the catalog's on-demand price by instance type.
@@ -79,6 +83,14 @@ func Build(cat *catalog.Catalog, cfg catalog.NodeConfig, zones []string, prices 
 			return nil, fmt.Errorf("building instance types: %w", err)
 		}
 		labels := t.Labels()
+		// As Karpenter's instance type requirements: nodes are in the
+		// catalog's region (a pod asking for another must not get a
+		// node here) and of default tenancy, the only one Karpless
+		// launches (Karpenter can also launch dedicated hosts).
+		if cat.Region != "" {
+			labels[wellknown.RegionLabel] = cat.Region
+		}
+		labels[wellknown.InstanceTenancyLabel] = TenancyDefault
 		if strings.HasPrefix(cfg.Family, "Windows") {
 			// As Karpenter's instance types for a Windows family: only
 			// amd64 types run Windows (it gives the others no OS), and

@@ -207,6 +207,9 @@ func (f *fixture) pod(name, node, cpu, mem string, mods ...func(*corev1.Pod)) *c
 		p.Status.Phase = corev1.PodPending
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
 	} else {
+		// It started 3 h ago, when it was created: a do-not-disrupt
+		// duration's grace period begins then.
+		p.Status.StartTime = &metav1.Time{Time: f.now.Add(-3 * time.Hour)}
 		p.Status.Conditions = []corev1.PodCondition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(f.now.Add(-2 * time.Hour))},
 			{Type: corev1.PodReady, Status: corev1.ConditionTrue},

@@ -44,6 +44,7 @@ func TestConformancePodDoNotDisrupt(t *testing.T) {
 		{"should return true and emit disruptable-at event when duration has not expired", "15m", &tenAgo, true, true},
 		{"should return false and emit grace period elapsed event when duration has expired", "5m", &tenAgo, false, true},
 		{"should not emit disruptable-at event for indefinite protection", "true", &tenAgo, true, true},
+		{"should fail safe when start time is nil", "5m", nil, true, true},
 	} {
 		conformance.Run(t, c("IsDoNotDisruptActive > "+tc.spec), func(t *testing.T) {
 			blocked, valid := DoNotDisrupt(pod(tc.annotation, corev1.PodRunning, tc.started), now)

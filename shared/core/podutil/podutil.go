@@ -187,7 +187,8 @@ func IsCritical(p *corev1.Pod) bool {
 
 // DoNotDisrupt reports whether the pod's karpenter.sh/do-not-disrupt
 // annotation blocks voluntary disruption at now. The value "true" blocks for
-// ever; a duration (e.g. "5m") blocks until that long after the pod started.
+// ever; a duration (e.g. "5m") blocks until that long after the pod started
+// (status.startTime), and while it has not started.
 // Any other value, a duration not above zero included, is ignored, as
 // Karpenter does (it also emits an Event).
 func DoNotDisrupt(p *corev1.Pod, now time.Time) (blocked bool, valid bool) {
@@ -202,11 +203,14 @@ func DoNotDisrupt(p *corev1.Pod, now time.Time) (blocked bool, valid bool) {
 	if err != nil || d <= 0 {
 		return false, false
 	}
-	start := p.CreationTimestamp.Time
-	if p.Status.StartTime != nil {
-		start = p.Status.StartTime.Time
+	if p.Status.StartTime == nil {
+		// Not started (or its start unknown): the grace period has not
+		// begun, so it holds, as Karpenter fails safe. Falling back to the
+		// creation time would let a pod that waited long to start be
+		// disrupted before it had run its grace period.
+		return true, true
 	}
-	return now.Before(start.Add(d)), true
+	return now.Before(p.Status.StartTime.Add(d)), true
 }
 
 // EvictionCost is Karpenter's cost of evicting a pod, which orders nodes

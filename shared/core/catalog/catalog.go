@@ -109,6 +109,9 @@ func (t *InstanceType) Accelerators() (int64, string) {
 	return n, t.labels[labelAcceleratorManufacturer]
 }
 
+// MaxEFA is how many EFA interfaces the type can attach (0: none).
+func (t *InstanceType) MaxEFA() int64 { return t.efa }
+
 // IsMetal reports whether the type is bare metal.
 func (t *InstanceType) IsMetal() bool { return strings.Contains(t.labels[labelSize], "metal") }
 

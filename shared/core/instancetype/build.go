@@ -109,6 +109,7 @@ func Build(cat *catalog.Catalog, cfg catalog.NodeConfig, zones []string, prices 
 			Allocatable: alloc,
 			Offerings:   make([]scheduling.Offering, 0, 2*len(zones)),
 		}
+		compatible := Compatible(t, cfg)
 		for _, z := range zones {
 			if prices.Offered != nil && !prices.Offered(t.Name, z) {
 				continue
@@ -120,13 +121,25 @@ func Build(cat *catalog.Catalog, cfg catalog.NodeConfig, zones []string, prices 
 				}
 				it.Offerings = append(it.Offerings, scheduling.Offering{
 					Zone: z, CapacityType: ct, Price: price,
-					Available: priced && (unavailable == nil || !unavailable(ct, t.Name, z)),
+					Available: compatible && priced && (unavailable == nil || !unavailable(ct, t.Name, z)),
 				})
 			}
 		}
 		out = append(out, it)
 	}
 	return out, nil
+}
+
+// Compatible is Karpenter's instance type and EC2NodeClass compatibility
+// check, as far as the catalog knows the type: AL2023 does not boot a1
+// types, and a type cannot attach more EFA-only interfaces than its EFA
+// limit. An incompatible type is kept with every offering unavailable, as
+// Karpenter keeps it.
+func Compatible(t *catalog.InstanceType, cfg catalog.NodeConfig) bool {
+	if cfg.Family == catalog.FamilyAL2023 && strings.HasPrefix(t.Name, "a1.") {
+		return false
+	}
+	return cfg.EFAInterfaces == nil || *cfg.EFAInterfaces <= t.MaxEFA()
 }
 
 // FilterByAMIs keeps the types at least one of the EC2NodeClass's resolved

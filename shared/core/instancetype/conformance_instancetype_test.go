@@ -763,3 +763,64 @@ func TestConformanceInstanceTypeOfferings(t *testing.T) {
 		})
 	}
 }
+
+func TestConformanceInstanceTypeCompatibility(t *testing.T) {
+	const compat = "Instance Type and NodeClass Compatibility > "
+	a1 := func(t *testing.T) *itWorld {
+		w := newITWorld(t)
+		full, _ := catalog.Load()
+		it, _ := full.Get("a1.medium")
+		w.cat = catalog.New("us-west-2", []*catalog.InstanceType{it})
+		w.prices.Offered = func(_, zone string) bool { return zone != "test-zone-1c" }
+		return w
+	}
+	for _, tc := range []struct {
+		entry, family string
+		available     bool
+	}{{"when AMI is AL2023", catalog.FamilyAL2023, false}, {"when AMI is BottleRocket", catalog.FamilyBottlerocket, true}} {
+		conformance.Run(t, itCase(compat+"AMI Compatibility > should mark availability of a1 instance type offerings based on AMI > "+tc.entry), func(t *testing.T) {
+			w := a1(t)
+			w.family = tc.family
+			it := w.typeNamed(t, "a1.medium")
+			if len(it.Offerings) == 0 {
+				t.Fatal("a1.medium has no offerings")
+			}
+			for _, o := range it.Offerings {
+				if o.Available != tc.available {
+					t.Errorf("a1.medium %s in %s: available %v, want %v", o.CapacityType, o.Zone, o.Available, tc.available)
+				}
+			}
+		})
+	}
+	efaOnly := func(cards ...int32) []*awsv1.NetworkInterface {
+		out := []*awsv1.NetworkInterface{{NetworkCardIndex: 0, DeviceIndex: 0, InterfaceType: awsv1.InterfaceTypeInterface}}
+		for _, c := range cards {
+			out = append(out, &awsv1.NetworkInterface{NetworkCardIndex: c, DeviceIndex: map[bool]int32{true: 1, false: 0}[c == 0], InterfaceType: awsv1.InterfaceTypeEFAOnly})
+		}
+		return out
+	}
+	countAvailable := func(it *scheduling.InstanceType) int {
+		n := 0
+		for _, o := range it.Offerings {
+			if o.Available {
+				n++
+			}
+		}
+		return n
+	}
+	conformance.Run(t, itCase(compat+"Network Interfaces > should mark instance type offering as available when it supports network interface configuration"), func(t *testing.T) {
+		w := newITWorld(t)
+		before := countAvailable(w.typeNamed(t, "dl1.24xlarge"))
+		w.nc.Spec.NetworkInterfaces = efaOnly(0)
+		if after := countAvailable(w.typeNamed(t, "dl1.24xlarge")); after != before || after == 0 {
+			t.Errorf("%d available offerings, %d before the interfaces", after, before)
+		}
+	})
+	conformance.Run(t, itCase(compat+"Network Interfaces > should mark instance type offering as unavailable when it does not support network interface configuration"), func(t *testing.T) {
+		w := newITWorld(t)
+		w.nc.Spec.NetworkInterfaces = efaOnly(0, 1, 2, 3, 4) // dl1.24xlarge supports 4 EFAs
+		if n := countAvailable(w.typeNamed(t, "dl1.24xlarge")); n != 0 {
+			t.Errorf("%d available offerings, want none", n)
+		}
+	})
+}

@@ -49,6 +49,9 @@ func (s *solver) buildDaemons() {
 		} else {
 			pod = pod.DeepCopy()
 		}
+		if hasDRARequirements(pod) {
+			continue
+		}
 		if a := ds.Spec.Template.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
 			if pod.Spec.Affinity == nil {
 				pod.Spec.Affinity = &corev1.Affinity{}

@@ -50,7 +50,9 @@
 // ephemeral taints of uninitialized nodes are ignored, and their
 // resources count at least at what their NodeClaims promise
 // (shared/core/planning);
-// karpenter.sh/do-not-disrupt is not a scheduling constraint. NodePools that
+// karpenter.sh/do-not-disrupt is not a scheduling constraint. Pods with
+// resource claims (DRA) are placed nowhere and DaemonSets' claims are
+// left out of overhead, as Karpenter does by default (dra.go). NodePools that
 // are static (spec.replicas: shared/core/static keeps their size, not pods),
 // being deleted, or whose EC2NodeClass is missing or not ready do not launch
 // for pods; a static NodePool's nodes take pods as any node. minValues

@@ -304,6 +304,9 @@ func (s *solver) initPods() {
 		ps := &podState{pod: p, cur: p, req: req}
 		s.derive(ps)
 		ps.volAlts, ps.vols, ps.volErr = s.vols.podVolumes(p)
+		if ps.volErr == nil && hasDRARequirements(p) {
+			ps.volErr = errDRA // kept off every node, as a volume error does
+		}
 		s.pods = append(s.pods, ps)
 	}
 	slices.SortStableFunc(s.pods, func(a, b *podState) int {

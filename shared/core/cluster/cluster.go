@@ -123,6 +123,8 @@ func TrimPod(p *corev1.Pod) *corev1.Pod {
 		Overhead: p.Spec.Overhead, PriorityClassName: p.Spec.PriorityClassName, Priority: p.Spec.Priority,
 		TerminationGracePeriodSeconds: p.Spec.TerminationGracePeriodSeconds, SchedulerName: p.Spec.SchedulerName,
 		HostNetwork: p.Spec.HostNetwork, PreemptionPolicy: p.Spec.PreemptionPolicy, Resources: p.Spec.Resources,
+		// A pod with resource claims is not provisioned for (scheduling/dra.go).
+		ResourceClaims: p.Spec.ResourceClaims,
 	}
 	for _, v := range p.Spec.Volumes {
 		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {

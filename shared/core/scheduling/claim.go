@@ -458,13 +458,15 @@ func (s *solver) checkMinValues(c *claim, v *claimView, order *priceOrder, from 
 		}
 		m.add(tt, v.zm, v.ctm)
 	}
+	s.minShort = s.minShort[:0]
 	for k := range t.minValueKeys {
 		need, got := c.minValueOf(k), m.count(k)
 		if got >= need {
 			continue
 		}
 		if s.opts.MinValues != MinValuesBestEffort || len(c.pods) > 0 {
-			return false, nil
+			s.minShort = append(s.minShort, t.minValueKeys[k])
+			continue
 		}
 		if relaxed == nil {
 			relaxed = make([]int, len(t.minValueKeys))
@@ -473,6 +475,9 @@ func (s *solver) checkMinValues(c *claim, v *claimView, order *priceOrder, from 
 			}
 		}
 		relaxed[k] = got
+	}
+	if len(s.minShort) > 0 {
+		return false, nil
 	}
 	return true, relaxed
 }

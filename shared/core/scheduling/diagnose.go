@@ -159,7 +159,8 @@ func (s *solver) templateVerdict(t *template, p *podState) verdict {
 			v.text = fmt.Sprintf("NodePool %s: the pod's topology constraints leave no zone it can launch in", t.name)
 		}
 	case "minValues":
-		v.text = fmt.Sprintf("NodePool %s: too few instance types fit the pod to keep its minValues requirements", t.name)
+		// Karpenter's words first, so the event reads as it does there.
+		v.text = fmt.Sprintf("NodePool %s: minValues requirement is not met for label(s) (label(s)=%v): too few instance types fit the pod", t.name, s.minShort)
 	default:
 		v.category, v.text = s.resourceVerdict(t, p, cr)
 	}

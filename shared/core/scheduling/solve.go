@@ -49,6 +49,9 @@ type hostCheck struct {
 }
 
 type solver struct {
+	// minShort are the minValues keys the last failed check fell short
+	// of (for diagnose).
+	minShort  []string
 	snap      *Snapshot
 	opts      Options
 	d         *dims

@@ -76,6 +76,8 @@ type fixture struct {
 	opts  Options
 	facts map[string]InstanceFacts
 	seq   int
+	// extraClasses are EC2NodeClasses beside "default", by name.
+	extraClasses map[string]*scheduling.NodeClass
 }
 
 var t0 = time.Date(2026, 3, 2, 10, 30, 0, 0, time.UTC)
@@ -237,6 +239,9 @@ func (f *fixture) pdb(name string, allowed int32, selector map[string]string, mo
 
 func (f *fixture) input() *Input {
 	classes := map[string]*scheduling.NodeClass{"default": {Name: "default", Ready: true, InstanceTypes: f.types}}
+	for name, c := range f.extraClasses {
+		classes[name] = c
+	}
 	return &Input{
 		Cluster:    f.snap,
 		Simulation: planning.SimulationInput(f.snap, nil, classes),

@@ -456,6 +456,37 @@ func BudgetsAllow(in *Input, rec *Record, candidates []string) string {
 // returns the command to carry out, with replacements computed afresh, or
 // nil and why not.
 func Validate(in *Input, rec *Record) (*Command, string) {
+	v := Revalidate(in, rec)
+	return v.Command, v.Why
+}
+
+// Validation is what Revalidate found.
+type Validation struct {
+	// Command is the command to carry out, nil when the proposal fails.
+	Command *Command
+	// Why the proposal fails ("" when it does not).
+	Why string
+	// Failed is how many of the proposal's candidates failed their
+	// validation, as Karpenter's failed_validations_total counts them: a
+	// consolidation's every candidate when one of them is no longer a
+	// candidate (pods arrived, nominated, gone) or over its budget, an
+	// emptiness command's every candidate when none is still one, else
+	// those its budgets leave out. A simulation reaching another decision
+	// is not counted, nor is drift (Karpenter does not validate it).
+	Failed int
+}
+
+// Revalidate is Validate, also counting the candidates that failed.
+func Revalidate(in *Input, rec *Record) Validation {
+	cmd, why, failed := validate(in, rec)
+	if rec.Method == Drift {
+		failed = 0 // Karpenter validates no drift command
+	}
+	return Validation{Command: cmd, Why: why, Failed: failed}
+}
+
+func validate(in *Input, rec *Record) (*Command, string, int) {
+	all := len(rec.Candidates)
 	c := newCluster(in)
 	m := rec.Method
 	if m == Emptiness {
@@ -470,7 +501,7 @@ func Validate(in *Input, rec *Record) (*Command, string) {
 			if m == Emptiness {
 				continue
 			}
-			return nil, fmt.Sprintf("candidate %s is gone", name)
+			return nil, fmt.Sprintf("candidate %s is gone", name), all
 		}
 		cn, why := c.candidate(nc, m.eventual(), busy)
 		if cn != nil && len(c.shouldDisrupt(m, []*Candidate{cn}, plan)) == 0 {
@@ -480,24 +511,29 @@ func Validate(in *Input, rec *Record) (*Command, string) {
 			if m == Emptiness {
 				continue
 			}
-			return nil, fmt.Sprintf("candidate %s: %s", name, why)
+			return nil, fmt.Sprintf("candidate %s: %s", name, why), all
 		}
 		cands = append(cands, cn)
 	}
+	if len(cands) == 0 {
+		return nil, "no candidate is still valid", all
+	}
 	left := remaining(in, c.budgetCounts(rec.ID), m.Reason(), nil)
 	var within []*Candidate
+	overBudget := 0
 	for _, cn := range cands {
 		if left[cn.NodePool.Name] <= 0 {
 			if m == Emptiness {
+				overBudget++
 				continue
 			}
-			return nil, fmt.Sprintf("candidate %s can no longer be disrupted without violating budgets", cn.Name())
+			return nil, fmt.Sprintf("candidate %s can no longer be disrupted without violating budgets", cn.Name()), all
 		}
 		left[cn.NodePool.Name]--
 		within = append(within, cn)
 	}
 	if len(within) == 0 {
-		return nil, "no candidate is still valid"
+		return nil, "no candidate is still valid", overBudget
 	}
 	w := c.newWorld(rec.ID)
 	switch m {
@@ -506,12 +542,14 @@ func Validate(in *Input, rec *Record) (*Command, string) {
 		for _, cn := range within {
 			price += cn.Price
 		}
-		return &Command{Method: m, Candidates: within, PriceBefore: price, Why: fmt.Sprintf("%d empty node(s)", len(within))}, ""
+		return &Command{Method: m, Candidates: within, PriceBefore: price, Why: fmt.Sprintf("%d empty node(s)", len(within))}, "", overBudget
 	case Drift:
 		if static.IsStatic(within[0].NodePool) {
-			return w.replaceStatic(driftOrder(within))
+			cmd, why := w.replaceStatic(driftOrder(within))
+			return cmd, why, 0
 		}
-		return w.replaceDrifted(within[0])
+		cmd, why := w.replaceDrifted(within[0])
+		return cmd, why, 0
 	}
 	// Karpenter's validateCommand: the simulation, run again, must reach
 	// the same decision; a replacement must still be one of the instance
@@ -521,7 +559,7 @@ func Validate(in *Input, rec *Record) (*Command, string) {
 	// dropped, not re-planned: a new plan is for a new pass to propose.
 	sim := w.simulateConsolidation(within)
 	if sim.failure != "" {
-		return nil, sim.failure
+		return nil, sim.failure, 0
 	}
 	news := sim.results.NewNodeClaims
 	switch {
@@ -529,7 +567,7 @@ func Validate(in *Input, rec *Record) (*Command, string) {
 		rec.Decision == "replace" && len(news) == 0,
 		rec.Decision == "delete" && len(news) == 1,
 		len(news) == 1 && rec.ReplacementTypes != nil && !typesSubset(rec.ReplacementTypes, news[0].InstanceTypes):
-		return nil, NewResults
+		return nil, NewResults, 0
 	}
 	var cmd *Command
 	var why string
@@ -542,21 +580,21 @@ func Validate(in *Input, rec *Record) (*Command, string) {
 		if cmd != nil && m == MultiNodeConsolidation && len(cmd.Replacements) == 1 {
 			n, err := withoutSameTypes(cmd.Replacements[0], cmd.Candidates)
 			if err != nil || len(n.InstanceTypes) == 0 {
-				return nil, NewResults
+				return nil, NewResults, 0
 			}
 			cmd.replaceWith(n)
 		}
 	}
 	if cmd == nil {
-		return nil, why
+		return nil, why, 0
 	}
 	if rec.Decision != "" && cmd.Decision() != rec.Decision {
-		return nil, NewResults
+		return nil, NewResults, 0
 	}
 	if cmd.Savings() <= 0 && cmd.Decision() == "replace" {
-		return nil, "replacement is no longer cheaper"
+		return nil, "replacement is no longer cheaper", 0
 	}
-	return cmd, ""
+	return cmd, "", 0
 }
 
 // NewResults is why a validation drops a consolidation whose simulation no

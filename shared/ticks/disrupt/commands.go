@@ -54,7 +54,9 @@ func (d *Disrupter) advance(ctx context.Context, in *disruption.Input, sess Sess
 				continue
 			}
 			changed = true
-			cmd, why := disruption.Validate(in, rec)
+			v := disruption.Revalidate(in, rec)
+			cmd, why := v.Command, v.Why
+			d.countFailedValidations(rec, v.Failed)
 			if cmd == nil {
 				d.reject(ctx, p, why, sum)
 				errs = append(errs, d.dropRecord(ctx, p))
@@ -376,10 +378,17 @@ func (d *Disrupter) abandon(ctx context.Context, in *disruption.Input, p *disrup
 	return nil
 }
 
+// countFailedValidations counts a validation's failed candidates, as
+// Karpenter's failed_validations_total does (Validation.Failed).
+func (d *Disrupter) countFailedValidations(rec *disruption.Record, failed int) {
+	if failed > 0 {
+		d.Metrics.Count("karpenter_voluntary_disruption_failed_validations_total", float64(failed), map[string]string{"consolidation_type": rec.Method.ConsolidationType()})
+	}
+}
+
 // reject records a proposal that failed validation.
 func (d *Disrupter) reject(ctx context.Context, p *disruption.Pending, why string, sum *Summary) {
 	rec := p.Record
-	d.Metrics.Count("karpenter_voluntary_disruption_failed_validations_total", 1, map[string]string{"consolidation_type": rec.Method.ConsolidationType()})
 	if rec.Method != disruption.Emptiness && rec.Method != disruption.Drift {
 		for _, name := range rec.Candidates {
 			if nc := p.Claims[name]; nc != nil {

@@ -63,8 +63,8 @@ var mutants = []mutant{
 	{
 		name:       "the consolidation policy is inverted",
 		file:       "shared/core/disruption/methods.go",
-		old:        "np.Spec.Disruption.ConsolidationPolicy == karpv1.ConsolidationPolicyWhenEmpty || !consolidatable",
-		new:        "np.Spec.Disruption.ConsolidationPolicy != karpv1.ConsolidationPolicyWhenEmpty || !consolidatable",
+		old:        "case np.Spec.Disruption.ConsolidationPolicy == karpv1.ConsolidationPolicyWhenEmpty:",
+		new:        "case np.Spec.Disruption.ConsolidationPolicy != karpv1.ConsolidationPolicyWhenEmpty:",
 		invariants: []string{"at quiescence the $/h is within 10% of a fresh simulation"},
 	},
 	{
@@ -81,6 +81,22 @@ var mutants = []mutant{
 // first violation, and requires the mutant's invariant among them. It
 // runs with `make soak-mutants` (KARPLESS_SOAK_MUTANTS=1), which CI runs
 // after `make test`; KARPLESS_SOAK_MUTANT=<part of a name> picks one.
+// TestMutantsApply keeps the planted faults in step with the code: each
+// one's text must occur exactly once in its file, or make soak-mutants
+// (run by CI after make test) would fail on a stale table, not a fault.
+func TestMutantsApply(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	for _, m := range mutants {
+		b, err := os.ReadFile(filepath.Join(root, m.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(b), m.old); n != 1 {
+			t.Errorf("%s: %s holds the text to replace %d times, want once", m.name, m.file, n)
+		}
+	}
+}
+
 func TestMutantsCaught(t *testing.T) {
 	if os.Getenv("KARPLESS_SOAK_MUTANTS") != "1" {
 		t.Skip("KARPLESS_SOAK_MUTANTS=1 (make soak-mutants) runs the soak once per planted fault")

@@ -5,7 +5,8 @@
 //
 // It prints `conformance <suite>: passed=P differs=D total=T` per suite and
 // last `conformance: passed=P differs=D total=T`, and exits 1 when a case
-// failed or did not run, or when the document's table is not this run's.
+// failed or did not run, or when the document's table or its list of
+// deliberate differences (each case's Differs text) is not this run's.
 package main
 
 import (
@@ -30,13 +31,21 @@ type tally struct{ passed, differs, failed, other int }
 
 func (t tally) total() int { return t.passed + t.differs + t.failed + t.other }
 
-const begin, end = "<!-- conformance-table:begin -->\n", "<!-- conformance-table:end -->"
+// The document's generated parts: the table, and the list of deliberate
+// differences.
+var (
+	tableMarks   = [2]string{"<!-- conformance-table:begin -->\n", "<!-- conformance-table:end -->"}
+	differsMarks = [2]string{"<!-- conformance-differs:begin -->\n", "<!-- conformance-differs:end -->"}
+)
+
+// difference is a case Karpless deliberately does otherwise, and why.
+type difference struct{ suite, spec, why string }
 
 func main() {
 	doc := flag.String("doc", "", "the document whose table must be this run's (docs/conformance.md)")
 	write := flag.Bool("write", false, "write the table into -doc instead of checking it")
 	flag.Parse()
-	suites, problems, err := read(os.Stdin)
+	suites, diffs, problems, err := read(os.Stdin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "conformance:", err)
 		os.Exit(1)
@@ -60,10 +69,14 @@ func main() {
 		rc = 1
 	}
 	if *doc != "" {
-		table := render(names, suites, all)
-		if err := syncDoc(*doc, table, *write); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			rc = 1
+		for _, part := range []struct {
+			marks [2]string
+			text  string
+		}{{tableMarks, render(names, suites, all)}, {differsMarks, renderDiffers(diffs)}} {
+			if err := syncDoc(*doc, part.marks, part.text, *write); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				rc = 1
+			}
 		}
 	}
 	fmt.Printf("conformance: passed=%d differs=%d total=%d\n", all.passed, all.differs, all.total())
@@ -72,9 +85,10 @@ func main() {
 
 // read tallies the cases' outcomes: a case is the subtest under a
 // SuitePrefix subtest (deeper subtests belong to it).
-func read(r io.Reader) (map[string]tally, []string, error) {
+func read(r io.Reader) (map[string]tally, []difference, []string, error) {
 	suites := map[string]tally{}
-	differs := map[string]bool{}
+	differs := map[string]string{}
+	var diffs []difference
 	var problems []string
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
@@ -90,8 +104,8 @@ func read(r io.Reader) (map[string]tally, []string, error) {
 		key := ev.Package + " " + ev.Test
 		switch ev.Action {
 		case "output":
-			if strings.Contains(ev.Output, conformance.DiffersPrefix) {
-				differs[key] = true
+			if _, msg, ok := strings.Cut(ev.Output, conformance.DiffersPrefix); ok {
+				differs[key] = strings.TrimSpace(msg)
 			}
 		case "pass", "fail", "skip":
 			t := suites[suite]
@@ -101,8 +115,13 @@ func read(r io.Reader) (map[string]tally, []string, error) {
 			case ev.Action == "fail":
 				t.failed++
 				problems = append(problems, fmt.Sprintf("conformance %s: FAILED %s (%s)", suite, spec, ev.Test))
-			case differs[key]:
+			case differs[key] != "":
 				t.differs++
+				title, why, ok := strings.Cut(differs[key], conformance.SpecSep)
+				if !ok {
+					title, why = spec, differs[key]
+				}
+				diffs = append(diffs, difference{suite, title, why})
 			default:
 				t.other++
 				problems = append(problems, fmt.Sprintf("conformance %s: did not run %s (%s)", suite, spec, ev.Test))
@@ -110,7 +129,7 @@ func read(r io.Reader) (map[string]tally, []string, error) {
 			suites[suite] = t
 		}
 	}
-	return suites, problems, sc.Err()
+	return suites, diffs, problems, sc.Err()
 }
 
 // split finds the suite and the case in a test name, or reports that the
@@ -138,8 +157,33 @@ func render(names []string, suites map[string]tally, all tally) string {
 	return b.String()
 }
 
-// syncDoc checks (or writes) the table between the markers of path.
-func syncDoc(path, table string, write bool) error {
+// renderDiffers lists the deliberate differences by suite and case.
+func renderDiffers(diffs []difference) string {
+	if len(diffs) == 0 {
+		return "None.\n"
+	}
+	sort.Slice(diffs, func(i, j int) bool {
+		if diffs[i].suite != diffs[j].suite {
+			return diffs[i].suite < diffs[j].suite
+		}
+		return diffs[i].spec < diffs[j].spec
+	})
+	var b strings.Builder
+	for i, d := range diffs {
+		if i == 0 || diffs[i-1].suite != d.suite {
+			if i > 0 {
+				b.WriteString("\n")
+			}
+			fmt.Fprintf(&b, "### `%s`\n\n", d.suite)
+		}
+		fmt.Fprintf(&b, "- *%s*: %s\n", d.spec, d.why)
+	}
+	return b.String()
+}
+
+// syncDoc checks (or writes) the text between the marks of path.
+func syncDoc(path string, marks [2]string, table string, write bool) error {
+	begin, end := marks[0], marks[1]
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -156,5 +200,5 @@ func syncDoc(path, table string, write bool) error {
 	if write {
 		return os.WriteFile(path, []byte(doc[:i+len(begin)]+table+doc[j:]), 0o644)
 	}
-	return fmt.Errorf("%s's conformance table is stale: run make conformance-doc; this run's:\n%s", path, table)
+	return fmt.Errorf("%s is stale between %s and %s: run make conformance-doc; this run's:\n%s", path, strings.TrimSpace(begin), end, table)
 }

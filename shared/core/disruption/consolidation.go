@@ -259,14 +259,21 @@ func narrowTo(n *scheduling.NewNodeClaim, reqs scheduling.Requirements, types []
 		InstanceTypes:    types,
 		MinValuesRelaxed: n.MinValuesRelaxed,
 	}
+	var short []string
 	for _, k := range reqs.Keys() {
 		r := reqs[k]
 		if r.MinValues == nil || len(types) == 0 {
 			continue
 		}
 		if got := scheduling.MinValuesCount(types, k, reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)); got < *r.MinValues {
-			return out, fmt.Errorf("minValues requirement is not met for label %s (%d of %d values)", k, got, *r.MinValues)
+			short = append(short, k)
 		}
+	}
+	if len(short) > 0 {
+		// Karpenter's words (SatisfiesMinValues), which its Unconsolidatable
+		// Event carries after "Filtering by price: ".
+		sort.Strings(short)
+		return out, fmt.Errorf("minValues requirement is not met for label(s) (label(s)=%v)", short)
 	}
 	return out, nil
 }

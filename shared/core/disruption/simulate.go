@@ -115,7 +115,7 @@ func (w *world) simulate(cands []*Candidate, maxNew int, consolidation bool) sim
 	snap.Pods = batch
 	// Karpenter's consolidation simulates in its reserved fallback mode: a
 	// pod whose reservations are all held goes to on-demand or spot.
-	opts := scheduling.Options{MaxNewNodeClaims: maxNew, ReservedFallback: true, MinValues: c.in.Options.MinValues}
+	opts := scheduling.Options{MaxNewNodeClaims: maxNew, ReservedFallback: true, MinValues: c.in.Options.MinValues, Preferences: c.in.Options.Preferences}
 	if consolidation {
 		opts.Settling, opts.Moving = c.settling(), fromCandidates
 	}

@@ -104,6 +104,9 @@ type Options struct {
 	// MinValues is Karpenter's MIN_VALUES_POLICY, for the replacements'
 	// simulation: the provisioner's policy.
 	MinValues scheduling.MinValuesPolicy
+	// Preferences is Karpenter's PREFERENCE_POLICY for the simulations:
+	// Respect (the zero value) or Ignore.
+	Preferences scheduling.PreferencePolicy
 	// MaxMultiNodeBatch caps the candidates multi-node consolidation
 	// considers at once; 0 means 100, Karpenter's cap.
 	MaxMultiNodeBatch int

@@ -361,12 +361,7 @@ func (w *world) pairs(cands []*Candidate, left map[string]int, plan *Plan) *Comm
 // out without a simulation. When a previous pass ran out of time, the
 // search resumes after Options.ResumeSingleNodeAfter and wraps around.
 func (w *world) singleNode(cands []*Candidate, left map[string]int, plan *Plan) *Command {
-	order := interleave(byRatio(cands))
-	if after := w.c.in.Options.ResumeSingleNodeAfter; after != "" {
-		if k := slices.IndexFunc(order, func(c *Candidate) bool { return c.Name() == after }); k >= 0 {
-			order = append(order[k+1:], order[:k+1]...)
-		}
-	}
+	order := singleNodeOrder(cands, w.c.in.Options.ResumeSingleNodeAfter)
 	rm := w.room()
 	last := ""
 	for _, cn := range order {
@@ -402,6 +397,21 @@ func (w *world) singleNode(cands []*Candidate, left map[string]int, plan *Plan) 
 		return cmd
 	}
 	return nil
+}
+
+// singleNodeOrder is the order single-node consolidation tries candidates
+// in: by savings ratio, NodePools interleaved, starting after the candidate
+// a stopped pass evaluated last (after), so that the NodePools it did not
+// reach come first, as Karpenter puts the NodePools a timed-out pass left
+// unseen first.
+func singleNodeOrder(cands []*Candidate, after string) []*Candidate {
+	order := interleave(byRatio(cands))
+	if after != "" {
+		if k := slices.IndexFunc(order, func(c *Candidate) bool { return c.Name() == after }); k >= 0 {
+			order = append(order[k+1:], order[:k+1]...)
+		}
+	}
+	return order
 }
 
 // interleave takes one candidate per NodePool in turn (NodePools by name),

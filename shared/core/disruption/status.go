@@ -35,12 +35,13 @@ type ClaimStatus struct {
 // (initialized and consolidateAfter elapsed since the last pod event), the
 // Drifted condition (with the drift reason), the Empty condition, and the
 // drift hashes of claims stamped with another hash version. Only claims
-// that change are returned.
+// that change are returned. A claim of another provider's NodeClass is
+// left as it is (Karpenter's disruption controllers ignore it).
 func StatusChanges(in *Input) []ClaimStatus {
 	c := newCluster(in)
 	var out []ClaimStatus
 	for _, nc := range in.Cluster.NodeClaims {
-		if nc.DeletionTimestamp != nil {
+		if nc.DeletionTimestamp != nil || !nc.IsManaged() {
 			continue
 		}
 		if ch := c.statusOf(nc); ch != nil {
@@ -79,9 +80,10 @@ func (c *view) statusOf(nc *karpv1.NodeClaim) *ClaimStatus {
 		}
 	}
 
-	// Consolidatable.
+	// Consolidatable. A static NodePool (spec.replicas) ignores
+	// consolidateAfter: its nodes are never consolidated.
 	consolidatable := false
-	if np != nil && initialized {
+	if np != nil && initialized && np.Spec.Replicas == nil {
 		if after := consolidateAfter(np); after != nil {
 			since := lastPodEvent
 			if since.IsZero() {
@@ -202,12 +204,13 @@ type Expiration struct {
 // Expirations are the claims to delete because they lived longer than
 // their expireAfter. Expiration is forceful: no budget, no do-not-disrupt,
 // no PDB stops it (the drain still honours PDBs until the
-// terminationGracePeriod runs out).
+// terminationGracePeriod runs out). A claim of another provider's
+// NodeClass is its to expire.
 func Expirations(in *Input) []Expiration {
 	var out []Expiration
 	for _, nc := range in.Cluster.NodeClaims {
 		d := nc.Spec.ExpireAfter.Duration
-		if nc.DeletionTimestamp != nil || d == nil || nc.Labels[wellknown.NodePoolLabel] == "" {
+		if nc.DeletionTimestamp != nil || d == nil || nc.Labels[wellknown.NodePoolLabel] == "" || !nc.IsManaged() {
 			continue
 		}
 		at := nc.CreationTimestamp.Add(*d)

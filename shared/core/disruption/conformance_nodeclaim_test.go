@@ -499,4 +499,3 @@ func TestConformanceNodeClaimDisruption(t *testing.T) {
 		}
 	})
 }
-

@@ -28,7 +28,7 @@ CDK_ARGS     ?=
 # Identity of the CRDs the bootstrap embeds; a change makes CloudFormation re-run it.
 CRD_HASH     := $(shell cat shared/apis/crds/*.yaml 2>/dev/null | sha256sum | cut -c1-16)
 
-.PHONY: all demo test test-loaded soak-mutants conformance conformance-doc checks soak unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
+.PHONY: all demo test test-kills test-loaded soak-mutants conformance conformance-doc checks soak unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
 
 all: test
 
@@ -97,12 +97,21 @@ vet:
 	@out=$$("$$($(GO) env GOROOT)/bin/gofmt" -l functions events shared infra cmd bench hack); \
 	if [ -n "$$out" ]; then echo "not gofmt-ed (run gofmt -w):"; echo "$$out"; exit 1; fi
 
+## test-kills: the kill tests with every kill point (KARPLESS_KILLS=all):
+## make test kills each enumeration at the first gap of each kind of call
+## and side, within its budget; CI (.ci/run) then runs every gap here.
+KILL_PKGS := ./shared/ticks/provision ./shared/ticks/disrupt ./shared/ticks/interrupt ./shared/ticks/termination ./shared/ticks/garbagecollection
+test-kills: kube
+	KARPLESS_KILLS=all KARPLESS_REQUIRE_KUBE=1 GOGC=$${GOGC:-200} $(GO) test $(TEST_FLAGS) -timeout 60m -run 'Kill|Crash' $(KILL_PKGS)
+
 ## test-loaded: make test beside two CPU-bound processes (a busy laptop's
 ## share of two cores); the last line is test-loaded: passed|failed in <s> s.
 test-loaded:
 	hack/test-loaded.sh
 
-## test: everything CI runs. Integration tests need the control plane; with
+## test: the whole suite (CI then runs test-kills and soak-mutants). The
+## kill tests kill at the first gap of each kind of call (test-kills at
+## every gap). Integration tests need the control plane; with
 ## KARPLESS_REQUIRE_KUBE=1 a missing one is a failure, never a silent skip.
 ## The longest suites are named first: go test starts packages in the order
 ## given, so they no longer start last and set the wall time alone. The two

@@ -3,6 +3,7 @@ package deploy
 import (
 	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 )
@@ -191,4 +192,66 @@ func (g Gap) Side() string {
 		return "after"
 	}
 	return "before"
+}
+
+// KillsEnv chooses how many kill points the kill tests run: with "all"
+// (make test-kills, which CI runs) every gap of every enumeration; without
+// it (make test) the first gap of each kind of call and side, so that
+// every kind of kill point is met within make test's budget.
+const KillsEnv = "KARPLESS_KILLS"
+
+// AllKills reports whether KillsEnv asks for every kill point.
+func AllKills() bool { return os.Getenv(KillsEnv) == "all" }
+
+// Sample says which of a kill enumeration's points to run, given each
+// point's key (its side and CallKind): every one with AllKills, else the
+// first of each key.
+func Sample(keys []string) []bool {
+	run := make([]bool, len(keys))
+	seen := map[string]bool{}
+	for i, k := range keys {
+		run[i] = AllKills() || !seen[k]
+		seen[k] = true
+	}
+	return run
+}
+
+// SampleGaps is Sample over gaps of calls, keyed by side and the kind of
+// the call at the gap.
+func SampleGaps(calls []string, gaps []Gap) []bool {
+	keys := make([]string, len(gaps))
+	for i, g := range gaps {
+		keys[i] = g.Side() + " " + CallKind(calls[g.At-1])
+	}
+	return Sample(keys)
+}
+
+// CallKind is a call without the names in it: "aws CreateFleet", or
+// "kube PATCH nodeclaims/status" for a Kubernetes call (its resource and
+// subresource, not the object's name or namespace).
+func CallKind(desc string) string {
+	parts := strings.Fields(desc)
+	if len(parts) < 3 || parts[0] != "kube" {
+		return desc
+	}
+	path, _, _ := strings.Cut(parts[2], "?")
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	// /api/v1/... or /apis/<group>/<version>/...
+	switch {
+	case len(segs) > 0 && segs[0] == "api":
+		segs = segs[min(2, len(segs)):]
+	case len(segs) > 0 && segs[0] == "apis":
+		segs = segs[min(3, len(segs)):]
+	}
+	if len(segs) >= 2 && segs[0] == "namespaces" {
+		if len(segs) == 2 {
+			return parts[0] + " " + parts[1] + " namespaces"
+		}
+		segs = segs[2:]
+	}
+	kind := segs[0]
+	if len(segs) >= 3 {
+		kind += "/" + segs[2]
+	}
+	return parts[0] + " " + parts[1] + " " + kind
 }

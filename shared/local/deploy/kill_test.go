@@ -159,3 +159,28 @@ func TestLandmark(t *testing.T) {
 		t.Error("a landmark already passed still has a kill point")
 	}
 }
+
+func TestCallKindAndSample(t *testing.T) {
+	for in, want := range map[string]string{
+		"aws CreateFleet": "aws CreateFleet",
+		"kube PATCH /apis/karpenter.sh/v1/nodeclaims/default-abcde/status":      "kube PATCH nodeclaims/status",
+		"kube POST /api/v1/namespaces/web-1/pods/web-5689954fdf-brgsm/eviction": "kube POST pods/eviction",
+		"kube POST /api/v1/namespaces/default/events":                           "kube POST events",
+		"kube GET /api/v1/nodes?limit=500":                                      "kube GET nodes",
+		"kube DELETE /apis/karpenter.sh/v1/nodeclaims/default-x":                "kube DELETE nodeclaims",
+	} {
+		if got := CallKind(in); got != want {
+			t.Errorf("CallKind(%q) = %q, want %q", in, got, want)
+		}
+	}
+	t.Setenv(KillsEnv, "")
+	calls := []string{"kube POST /api/v1/namespaces/a/pods/p1/eviction", "kube POST /api/v1/namespaces/a/pods/p2/eviction", "aws TerminateInstances"}
+	gaps := []Gap{{At: 1}, {At: 2}, {At: 3}, {At: 3, After: true}}
+	if got, want := SampleGaps(calls, gaps), []bool{true, false, true, true}; !slices.Equal(got, want) {
+		t.Errorf("sampled %v, want %v (the second eviction is the first's kind)", got, want)
+	}
+	t.Setenv(KillsEnv, "all")
+	if got := SampleGaps(calls, gaps); slices.Contains(got, false) {
+		t.Errorf("%s=all sampled %v, want every gap", KillsEnv, got)
+	}
+}

@@ -367,7 +367,12 @@ func TestKilledBatchThenRedelivery(t *testing.T) {
 	// Each gap between calls is killed once (deploy.Gaps) and meets the
 	// changes in turn; right after a CreateFleet (an instance may run that
 	// the dead invocation never heard of), every change.
-	for i, gap := range deploy.Gaps(calls) {
+	gaps := deploy.Gaps(calls)
+	sample := deploy.SampleGaps(calls, gaps) // every gap with make test-kills
+	for i, gap := range gaps {
+		if !sample[i] {
+			continue
+		}
 		at, when := gap.At, gap.Side()
 		made := at - 1 // the last call the dead invocation sent
 		if gap.After {

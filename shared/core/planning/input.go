@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/cluster"
@@ -44,6 +46,7 @@ func SimulationInput(snap *cluster.Snapshot, pending []*corev1.Pod, classes map[
 		NodePools:              snap.NodePools,
 		NodeClasses:            classes,
 		DaemonSets:             snap.DaemonSets,
+		DaemonSetPods:          daemonSetPods(snap),
 		PersistentVolumeClaims: snap.PVCs,
 		PersistentVolumes:      snap.PVs,
 		StorageClasses:         snap.StorageClasses,
@@ -98,10 +101,42 @@ func SimulationInput(snap *cluster.Snapshot, pending []*corev1.Pod, classes map[
 		if len(sn.Allocatable) == 0 {
 			// Not launched yet: assume the smallest of the types it may
 			// become, so the pods it was created for still fit in the
-			// simulation and are not provisioned for twice.
-			sn.Allocatable, sn.Capacity = smallestOf(claim, classes)
+			// simulation and are not provisioned for twice. A capacity
+			// the claim already states is kept: it counts against its
+			// NodePool's limits as Karpenter's state node counts it.
+			smallest, capacity := smallestOf(claim, classes)
+			sn.Allocatable = smallest
+			if len(sn.Capacity) == 0 {
+				sn.Capacity = capacity
+			}
 		}
 		out.Nodes = append(out.Nodes, sn)
+	}
+	return out
+}
+
+// daemonSetPods is, for each DaemonSet, its newest pod, bound or pending
+// (Karpenter's cluster state keeps the same, by creation time): the pod
+// stands for the DaemonSet's overhead on a new node.
+func daemonSetPods(snap *cluster.Snapshot) []*corev1.Pod {
+	if len(snap.DaemonSets) == 0 {
+		return nil
+	}
+	newest := map[types.UID]*corev1.Pod{} // by the controller's UID
+	for _, p := range snap.Pods {
+		ref := metav1.GetControllerOfNoCopy(p)
+		if ref == nil || ref.Kind != "DaemonSet" {
+			continue
+		}
+		if cur := newest[ref.UID]; cur == nil || p.CreationTimestamp.After(cur.CreationTimestamp.Time) {
+			newest[ref.UID] = p
+		}
+	}
+	var out []*corev1.Pod
+	for _, ds := range snap.DaemonSets {
+		if p := newest[ds.UID]; p != nil && p.Namespace == ds.Namespace {
+			out = append(out, p)
+		}
 	}
 	return out
 }

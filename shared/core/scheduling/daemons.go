@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
@@ -18,9 +19,11 @@ type daemon struct {
 	ports           []hostPort
 }
 
-// buildDaemons turns DaemonSets into pods. A pod the DaemonSet already runs
-// is preferred (it carries the tolerations its controller adds); the
-// template's required node affinity replaces whatever that pod pinned.
+// buildDaemons turns DaemonSets into pods. A pod of the DaemonSet is
+// preferred (it carries the tolerations its controller adds, and the
+// requests a LimitRange gave it): Snapshot.DaemonSetPods's, else one it
+// runs; the template's required node affinity replaces whatever that pod
+// pinned.
 func (s *solver) buildDaemons() {
 	running := map[string]*corev1.Pod{}
 	for _, n := range s.snap.Nodes {
@@ -38,6 +41,11 @@ func (s *solver) buildDaemons() {
 			continue
 		}
 		pod := running[ds.Namespace+"/"+ds.Name]
+		for _, p := range s.snap.DaemonSetPods {
+			if p != nil && p.Namespace == ds.Namespace && metav1.IsControlledBy(p, ds) {
+				pod = p
+			}
+		}
 		if pod == nil {
 			pod = &corev1.Pod{Spec: *ds.Spec.Template.Spec.DeepCopy()}
 			pod.Namespace, pod.Name = ds.Namespace, ds.Name

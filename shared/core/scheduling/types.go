@@ -20,6 +20,13 @@ type Snapshot struct {
 	NodePools   []*karpv1.NodePool
 	NodeClasses map[string]*NodeClass // by EC2NodeClass name
 	DaemonSets  []*appsv1.DaemonSet
+	// DaemonSetPods are the DaemonSets' own pods, bound or pending (the
+	// newest of each, as Karpenter's cluster state keeps it): a DaemonSet's
+	// overhead is its pod's requests and tolerations, which a LimitRange
+	// or a webhook may have made other than its template's. Optional: a
+	// DaemonSet without one here is stood for by its pod on a node, else
+	// its template.
+	DaemonSetPods []*corev1.Pod
 
 	PersistentVolumeClaims []*corev1.PersistentVolumeClaim
 	PersistentVolumes      []*corev1.PersistentVolume

@@ -107,16 +107,26 @@ func (c *view) statusOf(nc *karpv1.NodeClaim) *ClaimStatus {
 	}
 	c.want(ch, karpv1.ConditionTypeEmpty, empty, "Empty", "")
 
-	// Drifted.
+	// Drifted. A NodePool hash stamped under another hash version cannot
+	// be compared: it is replaced, not drift. But a claim already drifted
+	// keeps its old hash (only the version is re-stamped) and so stays
+	// drifted, as Karpenter's hash controller leaves it: whether it still
+	// differs from its NodePool can no longer be told.
 	reason := c.driftReason(nc)
-	c.want(ch, karpv1.ConditionTypeDrifted, reason != "", reason, reason)
-
-	// Hashes stamped under another version are replaced, not drift.
+	staleHash := false
 	if np != nil {
-		if v, ok := nc.Annotations[wellknown.NodePoolHashVersionAnnotation]; ok && v != wellknown.NodePoolHashVersion {
+		v, ok := nc.Annotations[wellknown.NodePoolHashVersionAnnotation]
+		staleHash = ok && v != wellknown.NodePoolHashVersion
+	}
+	wasDrifted := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeDrifted) != nil
+	if reason != "" || !staleHash || !wasDrifted {
+		c.want(ch, karpv1.ConditionTypeDrifted, reason != "", reason, reason)
+	}
+	if staleHash {
+		if !wasDrifted {
 			ch.Annotations[wellknown.NodePoolHashAnnotation] = np.Hash()
-			ch.Annotations[wellknown.NodePoolHashVersionAnnotation] = wellknown.NodePoolHashVersion
 		}
+		ch.Annotations[wellknown.NodePoolHashVersionAnnotation] = wellknown.NodePoolHashVersion
 	}
 	if nc.Spec.NodeClassRef != nil {
 		if class := c.classes[nc.Spec.NodeClassRef.Name]; class != nil {
@@ -222,10 +232,14 @@ func Expirations(in *Input) []Expiration {
 }
 
 // PoolHashes are the NodePools whose karpenter.sh/nodepool-hash annotation
-// (and version) is missing or stale, with the value to write.
+// (and version) is missing or stale, with the value to write. A NodePool of
+// another provider's NodeClass is not stamped.
 func PoolHashes(in *Input) map[string]string {
 	out := map[string]string{}
 	for _, np := range in.Cluster.NodePools {
+		if !np.Spec.Template.Spec.NodeClassRef.IsManaged() {
+			continue // another provider's NodePool: its Karpenter stamps it
+		}
 		h := np.Hash()
 		if np.Annotations[wellknown.NodePoolHashAnnotation] != h || np.Annotations[wellknown.NodePoolHashVersionAnnotation] != wellknown.NodePoolHashVersion {
 			out[np.Name] = h

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 
@@ -484,15 +485,30 @@ type Validation struct {
 	// those its budgets leave out. A simulation reaching another decision
 	// is not counted, nor is drift (Karpenter does not validate it).
 	Failed int
+	// Reason is Karpenter's category of the failure, as its
+	// ConsolidationRejected Event says it: "budget" (over budget, or
+	// nominated), "churn" (a candidate no longer one) or "scheduling"
+	// (the simulation reached another decision); "" when valid.
+	Reason string
 }
 
 // Revalidate is Validate, also counting the candidates that failed.
 func Revalidate(in *Input, rec *Record) Validation {
 	cmd, why, failed := validate(in, rec)
-	if rec.Method == Drift {
-		failed = 0 // Karpenter validates no drift command
+	v := Validation{Command: cmd, Why: why, Failed: failed}
+	switch {
+	case cmd != nil:
+	case failed == 0:
+		v.Reason = "scheduling"
+	case strings.Contains(why, NominatedForPod) || strings.Contains(why, overBudget):
+		v.Reason = "budget"
+	default:
+		v.Reason = "churn"
 	}
-	return Validation{Command: cmd, Why: why, Failed: failed}
+	if rec.Method == Drift {
+		v.Failed = 0 // Karpenter validates no drift command
+	}
+	return v
 }
 
 func validate(in *Input, rec *Record) (*Command, string, int) {
@@ -530,20 +546,20 @@ func validate(in *Input, rec *Record) (*Command, string, int) {
 	}
 	left := remaining(in, c.budgetCounts(rec.ID), m.Reason(), nil)
 	var within []*Candidate
-	overBudget := 0
+	dropped := 0
 	for _, cn := range cands {
 		if left[cn.NodePool.Name] <= 0 {
 			if m == Emptiness {
-				overBudget++
+				dropped++
 				continue
 			}
-			return nil, fmt.Sprintf("candidate %s can no longer be disrupted without violating budgets", cn.Name()), all
+			return nil, fmt.Sprintf("candidate %s %s", cn.Name(), overBudget), all
 		}
 		left[cn.NodePool.Name]--
 		within = append(within, cn)
 	}
 	if len(within) == 0 {
-		return nil, "no candidate is still valid", overBudget
+		return nil, "no candidate is still valid", dropped
 	}
 	w := c.newWorld(rec.ID)
 	switch m {
@@ -552,7 +568,7 @@ func validate(in *Input, rec *Record) (*Command, string, int) {
 		for _, cn := range within {
 			price += cn.Price
 		}
-		return &Command{Method: m, Candidates: within, PriceBefore: price, Why: fmt.Sprintf("%d empty node(s)", len(within))}, "", overBudget
+		return &Command{Method: m, Candidates: within, PriceBefore: price, Why: fmt.Sprintf("%d empty node(s)", len(within))}, "", dropped
 	case Drift:
 		if static.IsStatic(within[0].NodePool) {
 			cmd, why := w.replaceStatic(driftOrder(within))
@@ -606,6 +622,10 @@ func validate(in *Input, rec *Record) (*Command, string, int) {
 	}
 	return cmd, "", 0
 }
+
+// overBudget ends the reason a validation drops a candidate its budget
+// no longer allows.
+const overBudget = "can no longer be disrupted without violating budgets"
 
 // NewResults is why a validation drops a consolidation whose simulation no
 // longer reaches the decision proposed (Karpenter's words).

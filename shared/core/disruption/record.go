@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
@@ -271,4 +272,43 @@ func sameNames(a, b []string) bool {
 	sort.Strings(a)
 	sort.Strings(b)
 	return slices.Equal(a, b)
+}
+
+// EventCommand is Karpenter's Command.StringForNode, the command as its
+// ConsolidationCandidate and ConsolidationRejected Events name it for the
+// candidate whose node is source: the decision and the nodes (sources, the
+// candidates' node names), with the replacements; a candidate of a
+// multi-node command is named alone, with the command's size.
+func EventCommand(decision string, replacements int, sources []string, source string) string {
+	if len(sources) > 1 {
+		return fmt.Sprintf("%s: [%s] (part of %d-node consolidation)", decision, source, len(sources))
+	}
+	s := fmt.Sprintf("%s: [%s]", decision, strings.Join(sources, ", "))
+	switch {
+	case replacements == 1:
+		s += " -> [1 replacement]"
+	case replacements > 1:
+		s += fmt.Sprintf(" -> [%d replacements]", replacements)
+	}
+	return s
+}
+
+// EventCommand is the command as its Events name it for candidate cn.
+func (c *Command) EventCommand(cn *Candidate) string {
+	sources := make([]string, len(c.Candidates))
+	for i, o := range c.Candidates {
+		sources[i] = o.Node.Name
+	}
+	return EventCommand(c.Decision(), len(c.Replacements), sources, cn.Node.Name)
+}
+
+// CandidateMessage is Karpenter's ConsolidationCandidate Event message.
+func CandidateMessage(command string, savings float64) string {
+	return fmt.Sprintf("Consolidation candidate: %s (savings: $%.2f)", command, savings)
+}
+
+// RejectedMessage is Karpenter's ConsolidationRejected Event message;
+// reason is Validation.Reason.
+func RejectedMessage(command, reason string, savings float64) string {
+	return fmt.Sprintf("Consolidation rejected: %s, reason: %s (savings: $%.2f)", command, reason, savings)
 }

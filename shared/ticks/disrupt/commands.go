@@ -58,7 +58,7 @@ func (d *Disrupter) advance(ctx context.Context, in *disruption.Input, sess Sess
 			cmd, why := v.Command, v.Why
 			d.countFailedValidations(rec, v.Failed)
 			if cmd == nil {
-				d.reject(ctx, p, why, sum)
+				d.reject(ctx, p, why, v.Reason, sum)
 				errs = append(errs, d.dropRecord(ctx, p))
 				if rec.Method == disruption.MultiNodeConsolidation {
 					// Karpenter goes on to single-node consolidation when
@@ -386,14 +386,36 @@ func (d *Disrupter) countFailedValidations(rec *disruption.Record, failed int) {
 	}
 }
 
-// reject records a proposal that failed validation.
-func (d *Disrupter) reject(ctx context.Context, p *disruption.Pending, why string, sum *Summary) {
+// reject records a proposal that failed validation; reason is Karpenter's
+// category of the failure (Validation.Reason), which its
+// ConsolidationRejected Events carry.
+func (d *Disrupter) reject(ctx context.Context, p *disruption.Pending, why, reason string, sum *Summary) {
 	rec := p.Record
 	if rec.Method != disruption.Emptiness && rec.Method != disruption.Drift {
-		for _, name := range rec.Candidates {
-			if nc := p.Claims[name]; nc != nil {
-				d.Events.Normal(record.ObjectOf(nodeClaimGVK, nc), "ConsolidationRejected", "%s/%s rejected: %s", rec.Method, rec.ID, why)
+		nodeName := func(name string) string {
+			if nc := p.Claims[name]; nc != nil && nc.Status.NodeName != "" {
+				return nc.Status.NodeName
 			}
+			return name
+		}
+		sources := make([]string, len(rec.Candidates))
+		for i, name := range rec.Candidates {
+			sources[i] = nodeName(name)
+		}
+		replacements := 0
+		if rec.Decision == "replace" {
+			replacements = 1 // a consolidation launches one node at most
+		}
+		for _, name := range rec.Candidates {
+			nc := p.Claims[name]
+			if nc == nil {
+				continue
+			}
+			msg := disruption.RejectedMessage(disruption.EventCommand(rec.Decision, replacements, sources, nodeName(name)), reason, rec.PriceBefore-rec.PriceAfter)
+			if nc.Status.NodeName != "" {
+				d.Events.Normal(record.Object{Kind: nodeGVK.Kind, APIVersion: "v1", Name: nc.Status.NodeName}, "ConsolidationRejected", "%s", msg)
+			}
+			d.Events.Normal(record.ObjectOf(nodeClaimGVK, nc), "ConsolidationRejected", "%s", msg)
 		}
 	}
 	sum.Commands = append(sum.Commands, commandOf(rec, "rejected", why))

@@ -572,7 +572,9 @@ func (d *Disrupter) decide(ctx context.Context, in *disruption.Input, sess Sessi
 			return time.Time{}, err
 		}
 		if cmd.Method != disruption.Emptiness {
-			d.Events.Normal(record.ObjectOf(nodeClaimGVK, cn.NodeClaim), "ConsolidationCandidate", "%s (savings: $%.2f)", cmd, cmd.Savings())
+			msg := disruption.CandidateMessage(cmd.EventCommand(cn), cmd.Savings())
+			d.Events.Normal(record.ObjectOf(nodeGVK, cn.Node), "ConsolidationCandidate", "%s", msg)
+			d.Events.Normal(record.ObjectOf(nodeClaimGVK, cn.NodeClaim), "ConsolidationCandidate", "%s", msg)
 		}
 	}
 	d.approved(cmd)

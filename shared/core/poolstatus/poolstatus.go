@@ -276,9 +276,14 @@ func Resources(pool string, claims []*karpv1.NodeClaim, nodes []*corev1.Node) (c
 	return out, count
 }
 
-// Status is the whole status of np now.
+// Status is the whole status of np now. A NodePool naming another
+// provider's NodeClass keeps the status its own Karpenter writes (Karpenter's
+// counter and status controllers ignore a NodePool they do not manage).
 func Status(np *karpv1.NodePool, class *awsv1.EC2NodeClass, claims []*karpv1.NodeClaim, nodes []*corev1.Node, now time.Time) karpv1.NodePoolStatus {
 	out := *np.Status.DeepCopy()
+	if np.Spec.Template.Spec.NodeClassRef != nil && !Managed(np) {
+		return out
+	}
 	out.Conditions = Conditions(np, class, now)
 	var count int64
 	out.Resources, count = Resources(np.Name, claims, nodes)

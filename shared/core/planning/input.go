@@ -59,6 +59,7 @@ func SimulationInput(snap *cluster.Snapshot, pending []*corev1.Pod, classes map[
 			Name: n.Name, Labels: n.Labels, Taints: n.Spec.Taints, Allocatable: n.Status.Allocatable, Capacity: n.Status.Capacity,
 			Pods: podsByNode[n.Name], Requested: scheduling.SumRequests(podsByNode[n.Name]), NodePool: n.Labels[wellknown.NodePoolLabel],
 			MarkedForDeletion: n.DeletionTimestamp != nil || n.Spec.Unschedulable || wellknown.IsDisrupted(n),
+			Deleting:          n.DeletionTimestamp != nil,
 		}
 		if claim != nil {
 			withNode[claim.Name] = true
@@ -66,6 +67,7 @@ func SimulationInput(snap *cluster.Snapshot, pending []*corev1.Pod, classes map[
 			sn.NodePool = claim.Labels[wellknown.NodePoolLabel]
 			sn.InFlight = !claim.IsTrue(karpv1.ConditionTypeInitialized)
 			sn.MarkedForDeletion = sn.MarkedForDeletion || claim.DeletionTimestamp != nil
+			sn.Deleting = sn.Deleting || claim.DeletionTimestamp != nil
 			sn.Price = claimPrice(claim, classes)
 			if sn.InFlight {
 				// Until the node is initialized, what it still reports as
@@ -94,8 +96,8 @@ func SimulationInput(snap *cluster.Snapshot, pending []*corev1.Pod, classes map[
 		sn := &scheduling.Node{
 			Name: claim.Name, NodeClaim: claim.Name, NodePool: claim.Labels[wellknown.NodePoolLabel],
 			Labels: inFlightLabels(claim), Taints: claim.Spec.Taints, InFlight: true,
-			MarkedForDeletion: claim.DeletionTimestamp != nil,
-			Allocatable:       claim.Status.Allocatable, Capacity: claim.Status.Capacity,
+			MarkedForDeletion: claim.DeletionTimestamp != nil, Deleting: claim.DeletionTimestamp != nil,
+			Allocatable: claim.Status.Allocatable, Capacity: claim.Status.Capacity,
 			Price: claimPrice(claim, classes),
 		}
 		if len(sn.Allocatable) == 0 {

@@ -64,7 +64,8 @@
 // kept after the cut to MaxInstanceTypes are counted again: Strict fails
 // the claim's pods, BestEffort lowers minValues, so an In requirement
 // never lists fewer values than its minValues.
-// NodePool limits count existing and in-flight nodes; each new NodeClaim
+// NodePool limits count existing and in-flight nodes but those being
+// deleted (Node.Deleting: their pods need room elsewhere); each new NodeClaim
 // holds the capacity of its largest remaining type against them, and gives
 // back what it no longer needs as pods narrow it.
 //

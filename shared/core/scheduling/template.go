@@ -601,7 +601,7 @@ func (s *solver) initLimits(t *template) {
 	}
 	t.remaining = slices.Clone(t.limits)
 	for _, n := range s.snap.Nodes {
-		if n == nil || n.NodePool != t.name {
+		if n == nil || n.NodePool != t.name || n.Deleting {
 			continue
 		}
 		c := n.Capacity

@@ -72,6 +72,11 @@ type Node struct {
 	// MarkedForDeletion marks a node being disrupted or terminated: pods are
 	// not placed on it, but its pods count for topology until they move.
 	MarkedForDeletion bool
+	// Deleting marks a node being deleted (it or its NodeClaim has a
+	// deletion timestamp): its capacity no longer counts against its
+	// NodePool's limits, as Karpenter leaves such nodes out of a pass, so
+	// that its pods' replacement capacity may launch.
+	Deleting bool
 	// Price is the $/h of its offering (for consolidation), 0 if unknown.
 	Price float64
 }

@@ -114,7 +114,8 @@ func (s *solver) templateVerdict(t *template, p *podState) verdict {
 	if cr.fail != nil {
 		v.category = "requirements"
 		if cr.fail.Have == nil {
-			v.text = fmt.Sprintf("NodePool %s does not set label %s (pod requires %s)", t.name, cr.fail.Key, cr.fail.Want)
+			// Karpenter's hint names the well-known label a typo may have missed.
+			v.text = fmt.Sprintf("NodePool %s does not set label %s%s (pod requires %s)", t.name, cr.fail.Key, cr.fail.typoHint(), cr.fail.Want)
 		} else {
 			v.text = fmt.Sprintf("pod requires %s but NodePool %s allows %s", cr.fail.Want, t.name, cr.fail.Have)
 		}

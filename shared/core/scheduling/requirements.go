@@ -2,6 +2,7 @@ package scheduling
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -115,10 +116,11 @@ func (r *Requirement) Operator() corev1.NodeSelectorOperator {
 // Values are the listed values: the allowed ones for In, the excluded ones for NotIn.
 func (r *Requirement) Values() []string { return r.values }
 
-// Len is the number of allowed values; complements count as unbounded.
+// Len is the number of allowed values; a complement counts as
+// math.MaxInt64 less the values it excludes, as Karpenter's does.
 func (r *Requirement) Len() int {
 	if r.complement {
-		return 1<<62 - len(r.values)
+		return math.MaxInt64 - len(r.values)
 	}
 	return len(r.values)
 }
@@ -210,7 +212,11 @@ func (r *Requirement) Intersect(o *Requirement) *Requirement {
 	default:
 		out.values = intersection(r.values, o.values)
 	}
-	if !out.complement {
+	// Values outside the bounds are dropped, from a complement too: a
+	// NotIn value the bounds already exclude says nothing more, and keeping
+	// it would make "Gt 9" and "NotIn 1" read NotIn (a label it lets be
+	// absent) rather than Exists, as Karpenter has it.
+	if out.hasGte || out.hasLte {
 		kept := out.values[:0:0]
 		for _, v := range out.values {
 			if out.withinBounds(v) {
@@ -218,6 +224,8 @@ func (r *Requirement) Intersect(o *Requirement) *Requirement {
 			}
 		}
 		out.values = kept
+	}
+	if !out.complement {
 		out.hasGte, out.hasLte = false, false
 	}
 	return out
@@ -310,25 +318,25 @@ func (r *Requirement) appendNodeSelectorRequirements(out []karpv1.NodeSelectorRe
 	}
 }
 
-// String renders the requirement for people: "zone In [a b]".
+// String renders the requirement for people as Karpenter does, in pod
+// events and errors: "zone In [a b]", "cpu Exists >=2 <=8", at most five
+// values then "and N others".
 func (r *Requirement) String() string {
 	var b strings.Builder
 	b.WriteString(r.Key)
 	switch op := r.Operator(); op {
 	case corev1.NodeSelectorOpExists, corev1.NodeSelectorOpDoesNotExist:
-		if !(r.hasGte || r.hasLte) || op == corev1.NodeSelectorOpDoesNotExist {
-			b.WriteString(" " + string(op))
-		}
+		b.WriteString(" " + string(op))
 	default:
 		vals := r.values
 		more := 0
-		if len(vals) > 8 {
-			more = len(vals) - 8
-			vals = vals[:8]
+		if len(vals) > 5 {
+			more = len(vals) - 5
+			vals = vals[:5]
 		}
 		fmt.Fprintf(&b, " %s [%s", op, strings.Join(vals, " "))
 		if more > 0 {
-			fmt.Fprintf(&b, " and %d more", more)
+			fmt.Fprintf(&b, " and %d others", more)
 		}
 		b.WriteString("]")
 	}
@@ -563,13 +571,45 @@ type Incompatibility struct {
 	// Have is what the node side allows; nil when the node side does not
 	// define the key at all.
 	Have, Want *Requirement
+	// node and allowUndefined are Compatible's, kept to name a likely typo
+	// only when the message is asked for: most failures are never shown.
+	node           Requirements
+	allowUndefined func(string) bool
 }
 
+// Error words the failure as Karpenter's Requirements.Compatible does.
 func (e *Incompatibility) Error() string {
 	if e.Have == nil {
-		return fmt.Sprintf("label %s is not set on these nodes (pod requires %s)", e.Key, e.Want)
+		return fmt.Sprintf("label %q does not have known values%s", e.Key, e.typoHint())
 	}
-	return fmt.Sprintf("pod requires %s but nodes have %s", e.Want, e.Have)
+	return fmt.Sprintf("key %s, %s not in %s", e.Key, e.Want, e.Have)
+}
+
+// typoHint is Karpenter's guess at the label a key no node defines was
+// meant to be, ` (typo of "topology.kubernetes.io/zone"?)`: the first
+// well-known label the check let nodes leave undefined, then the first
+// label the nodes define, that contains the key or ends with its name
+// (the part after the prefix). Karpenter takes the first of a set; the
+// well-known list's order (zone before zone-id) makes the guess stable.
+func (e *Incompatibility) typoHint() string {
+	name := e.Key
+	if _, after, found := strings.Cut(e.Key, "/"); found {
+		name = after
+	}
+	like := func(k string) bool { return strings.Contains(k, e.Key) || strings.HasSuffix(k, name) }
+	if e.allowUndefined != nil {
+		for _, k := range wellknown.WellKnownLabels {
+			if e.allowUndefined(k) && like(k) {
+				return fmt.Sprintf(" (typo of %q?)", k)
+			}
+		}
+	}
+	for _, k := range e.node.Keys() {
+		if like(k) {
+			return fmt.Sprintf(" (typo of %q?)", k)
+		}
+	}
+	return ""
 }
 
 // Compatible reports whether a node described by r can satisfy want. Keys in
@@ -584,7 +624,7 @@ func (r Requirements) Compatible(want Requirements, allowUndefined func(string) 
 			if (allowUndefined != nil && allowUndefined(k)) || w.AllowsAbsent() {
 				continue
 			}
-			return &Incompatibility{Key: k, Want: w}
+			return &Incompatibility{Key: k, Want: w, node: r, allowUndefined: allowUndefined}
 		}
 		if !h.HasIntersection(w) {
 			return &Incompatibility{Key: k, Have: h, Want: w}

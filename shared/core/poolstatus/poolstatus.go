@@ -71,9 +71,11 @@ func Validate(np *karpv1.NodePool) error {
 }
 
 // wellKnownValues are the values a requirement's key may take at all
-// (Karpenter's WellKnownValuesForRequirements).
+// (Karpenter's WellKnownValuesForRequirements, with the AWS provider's
+// tenancies).
 var wellKnownValues = map[string][]string{
-	wellknown.CapacityTypeLabel: {wellknown.CapacityTypeOnDemand, wellknown.CapacityTypeSpot, wellknown.CapacityTypeReserved},
+	wellknown.CapacityTypeLabel:    {wellknown.CapacityTypeOnDemand, wellknown.CapacityTypeSpot, wellknown.CapacityTypeReserved},
+	wellknown.InstanceTenancyLabel: {"default", "dedicated"},
 }
 
 // validateRequirement is Karpenter's ValidateRequirement: a supported
@@ -242,9 +244,14 @@ func classReady(class *awsv1.EC2NodeClass) *metav1.Condition {
 }
 
 // Resources are status.resources and status.nodes: the capacity of the
-// NodePool's NodeClaims that are not being deleted (a node's own capacity
-// once it has registered, the claim's before), with a "nodes" count, and
-// zero for cpu, memory, pods, ephemeral-storage and nodes when it owns none.
+// NodePool's nodes that are not being deleted, with a "nodes" count, and
+// zero for cpu, memory, pods, ephemeral-storage and nodes when it owns none,
+// as Karpenter's cluster state counts them: a NodeClaim with its Node (by
+// provider ID) is one node, of the NodePool its Node is labelled with (else
+// the claim's) and of the Node's capacity once it reports one (else the
+// claim's); a NodeClaim without a Node and a NodePool's launched Node
+// without a NodeClaim (its claim gone, or its provider ID changed) count
+// alone.
 func Resources(pool string, claims []*karpv1.NodeClaim, nodes []*corev1.Node) (corev1.ResourceList, int64) {
 	out := corev1.ResourceList{}
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods, corev1.ResourceEphemeralStorage, nodeResource} {
@@ -257,20 +264,39 @@ func Resources(pool string, claims []*karpv1.NodeClaim, nodes []*corev1.Node) (c
 		}
 	}
 	var count int64
-	for _, nc := range claims {
-		if nc.Labels[wellknown.NodePoolLabel] != pool || nc.DeletionTimestamp != nil {
-			continue
-		}
-		capacity := nc.Status.Capacity
-		if n := byProvider[nc.Status.ProviderID]; nc.Status.ProviderID != "" && n != nil && len(n.Status.Capacity) > 0 {
-			capacity = n.Status.Capacity
-		}
+	add := func(capacity corev1.ResourceList) {
 		for name, q := range capacity {
 			sum := out[name]
 			sum.Add(q)
 			out[name] = sum
 		}
 		count++
+	}
+	linked := map[*corev1.Node]bool{}
+	for _, nc := range claims {
+		var n *corev1.Node
+		if nc.Status.ProviderID != "" {
+			n = byProvider[nc.Status.ProviderID]
+		}
+		owner, capacity := nc.Labels[wellknown.NodePoolLabel], nc.Status.Capacity
+		if n != nil {
+			linked[n] = true
+			if v, ok := n.Labels[wellknown.NodePoolLabel]; ok {
+				owner = v
+			}
+			if len(n.Status.Capacity) > 0 {
+				capacity = n.Status.Capacity
+			}
+		}
+		if owner != pool || nc.DeletionTimestamp != nil || (n != nil && n.DeletionTimestamp != nil) {
+			continue
+		}
+		add(capacity)
+	}
+	for _, n := range nodes {
+		if !linked[n] && n.Spec.ProviderID != "" && n.Labels[wellknown.NodePoolLabel] == pool && n.DeletionTimestamp == nil {
+			add(n.Status.Capacity)
+		}
 	}
 	out[nodeResource] = *resource.NewQuantity(count, resource.DecimalSI)
 	return out, count

@@ -41,11 +41,15 @@ func localUp(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The lock first: two runs started together would otherwise both find
+	// no state and break each other's control plane.
+	release, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
+	defer release()
 	if st, err := readState(dir); err == nil {
 		return fmt.Errorf("an environment is already running in %s (process %d); stop it first, or use another --dir", dir, st.PID)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
 	}
 	rate, err := scheduleRate()
 	if err != nil {

@@ -221,9 +221,9 @@ func TestLocalUp(t *testing.T) {
 		t.Fatalf("fault: exit %d\n%s\n%s", code, out, errs)
 	}
 	assertStopReleasesLeases(ctx, t, dir, kc)
-	// A second up in the same directory refuses.
+	// A second up in the same directory refuses, naming the first.
 	code, _, errs = runCLI(ctx, "local", "up", "--dir", dir)
-	if code != 1 || !strings.Contains(errs, "already running") {
+	if code != 1 || !strings.Contains(errs, fmt.Sprintf("(process %d)", os.Getpid())) {
 		t.Errorf("second up: exit %d %s", code, errs)
 	}
 

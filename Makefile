@@ -61,8 +61,9 @@ soak: kube
 ## project's tests (conformance.Run), one line per source suite, then
 ## conformance: passed=P differs=D total=T. Fails when a case fails or
 ## docs/conformance.md's table is not this run's (conformance-doc writes it).
+## The API validation suites (shared/apis/crds) need the local kube-apiserver.
 CONFORMANCE_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' 'conformance.Run' shared infra cmd)))
-conformance:
+conformance: kube
 	@set -o pipefail; $(GO) test -count=1 -json -run Conformance $(addprefix ./,$(CONFORMANCE_PKGS)) | $(GO) run ./hack/conformance -doc docs/conformance.md
 conformance-doc:
 	@set -o pipefail; $(GO) test -count=1 -json -run Conformance $(addprefix ./,$(CONFORMANCE_PKGS)) | $(GO) run ./hack/conformance -doc docs/conformance.md -write
@@ -75,15 +76,19 @@ soak-mutants: kube
 	KARPLESS_SOAK_MUTANTS=1 KARPLESS_REQUIRE_KUBE=1 $(GO) test -count=1 -timeout 85m -run TestMutantsCaught -v ./$(SOAK)
 
 ## generate: deepcopy and CRD manifests from shared/apis (controller-gen is
-## pinned in go.mod's tool block), and the catalog from ../shared when present.
+## pinned in go.mod's tool block; hack/crdvalidation adds the rules its markers
+## cannot express, as Karpenter's hack/validation does), and the catalog from
+## ../shared when present.
 generate:
 	$(GO) tool controller-gen object paths=./shared/apis/... crd output:crd:artifacts:config=shared/apis/crds
+	$(GO) run ./hack/crdvalidation shared/apis/crds
 	@if [ -f ../shared/catalog/ec2-instance-types.json ]; then cd shared/core/catalog && $(GO) run ./internal/gen -in ../../../../shared/catalog/ec2-instance-types.json; fi
 
 ## check-generated: fail if the committed CRDs or deepcopy are stale.
 check-generated:
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	$(GO) tool controller-gen crd output:crd:artifacts:config=$$tmp paths=./shared/apis/... && \
+	$(GO) run ./hack/crdvalidation $$tmp && \
 	for f in $$tmp/*.yaml; do diff -q $$f shared/apis/crds/$$(basename $$f) >/dev/null || { echo "shared/apis/crds/$$(basename $$f) is stale: run make generate"; exit 1; }; done; \
 	echo "generated CRDs are up to date"
 

@@ -177,11 +177,12 @@ type NodeClaimTemplateSpec struct {
 	// +optional
 	StartupTaints []corev1.Taint `json:"startupTaints,omitempty"`
 	// Requirements constrain the labels (and so the instance types, zones and
-	// capacity types) of the nodes.
+	// capacity types) of the nodes. A requirement's key may not be
+	// karpenter.sh/nodepool: hack/crdvalidation adds that rule to the key,
+	// which the NodeClaim's requirements (the same type) leave free.
 	// +kubebuilder:validation:XValidation:message="requirements with operator 'In' must have a value defined",rule="self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)"
 	// +kubebuilder:validation:XValidation:message="requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value",rule="self.all(x, (x.operator == 'Gt' || x.operator == 'Lt' || x.operator == 'Gte' || x.operator == 'Lte') ? (x.values.size() == 1 && int(x.values[0]) >= 0) : true)"
 	// +kubebuilder:validation:XValidation:message="requirements with 'minValues' must have at least that many values specified in the 'values' field",rule="self.all(x, (x.operator == 'In' && has(x.minValues)) ? x.values.size() >= x.minValues : true)"
-	// +kubebuilder:validation:XValidation:message="label \"karpenter.sh/nodepool\" is restricted",rule="self.all(x, x.key != \"karpenter.sh/nodepool\")"
 	// +kubebuilder:validation:MaxItems:=100
 	// +listType=atomic
 	// +required

@@ -120,7 +120,7 @@ func TestApply(t *testing.T) {
 		},
 		{
 			name:     "runtime validation: a restricted key",
-			overlays: []ov{{name: "a", price: "1", reqs: []v1alpha1.NodeSelectorRequirement{r("node.kubernetes.io/custom", corev1.NodeSelectorOpIn, "x")}}},
+			overlays: []ov{{name: "a", price: "1", reqs: []v1alpha1.NodeSelectorRequirement{r("karpenter.sh/custom", corev1.NodeSelectorOpIn, "x")}}},
 			outcomes: map[string]string{"a": v1alpha1.ReasonRuntimeValidation},
 			prices:   map[string]float64{"default/m5.large/a/on-demand": 0.1},
 		},
@@ -500,7 +500,7 @@ func TestValidate(t *testing.T) {
 		{"node-restriction domain", ov{reqs: []v1alpha1.NodeSelectorRequirement{r("node-restriction.kubernetes.io/team", corev1.NodeSelectorOpExists)}}, true},
 		{"a deprecated key is normalised", ov{reqs: []v1alpha1.NodeSelectorRequirement{r(corev1.LabelInstanceType, corev1.NodeSelectorOpIn, "m5.large")}}, true},
 		{"hostname", ov{reqs: []v1alpha1.NodeSelectorRequirement{r(wellknown.HostnameLabel, corev1.NodeSelectorOpIn, "a")}}, false},
-		{"kubernetes.io domain", ov{reqs: []v1alpha1.NodeSelectorRequirement{r("kubernetes.io/custom", corev1.NodeSelectorOpExists)}}, false},
+		{"kubernetes.io domain, free in Karpenter v1.14", ov{reqs: []v1alpha1.NodeSelectorRequirement{r("kubernetes.io/custom", corev1.NodeSelectorOpExists)}}, true},
 		{"karpenter.sh domain", ov{reqs: []v1alpha1.NodeSelectorRequirement{r("karpenter.sh/custom", corev1.NodeSelectorOpExists)}}, false},
 		{"NotIn without values", ov{reqs: []v1alpha1.NodeSelectorRequirement{r(wellknown.InstanceFamilyLabel, corev1.NodeSelectorOpNotIn)}}, false},
 		{"Gt with a word", ov{reqs: []v1alpha1.NodeSelectorRequirement{r(wellknown.InstanceCPULabel, corev1.NodeSelectorOpGt, "two")}}, false},

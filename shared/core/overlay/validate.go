@@ -15,11 +15,9 @@ import (
 )
 
 // restrictedDomains are the label domains an overlay may only use through
-// well-known keys (Karpenter's RestrictedLabelDomains, with the AWS
-// provider's); node-restriction.kubernetes.io is Karpenter's exception.
-var restrictedDomains = []string{"kubernetes.io", "k8s.io", wellknown.KarpenterDomain, wellknown.KarpenterAWSDomain}
-
-const labelDomainException = "node-restriction.kubernetes.io"
+// well-known keys: Karpenter v1.14.1's RestrictedLabelDomains, with the AWS
+// provider's (kubernetes.io and k8s.io are free since Karpenter v1).
+var restrictedDomains = []string{wellknown.KarpenterDomain, wellknown.KarpenterAWSDomain}
 
 // wellKnownResources may not be set by capacity: an overlay only adds
 // extended resources.
@@ -105,9 +103,6 @@ func restricted(key string) bool {
 	}
 	domain, _, found := strings.Cut(key, "/")
 	if !found {
-		return false
-	}
-	if domain == labelDomainException || strings.HasSuffix(domain, "."+labelDomainException) {
 		return false
 	}
 	for _, d := range restrictedDomains {

@@ -13,12 +13,12 @@ import (
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/disruption"
+	corenodeclaim "github.com/karpless/karpless/shared/core/nodeclaim"
 	"github.com/karpless/karpless/shared/core/podutil"
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/static"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
-	"github.com/karpless/karpless/shared/ticks/lifecycle"
 )
 
 // NodeClaimNotFoundError is a name that is neither a NodeClaim nor the
@@ -223,7 +223,7 @@ func waiting(nc *karpv1.NodeClaim, node *corev1.Node, now time.Time) string {
 		}
 		return fmt.Sprintf("launched %s ago; waiting for its node to register (deleted if none has after %s, in %s)", ago(age), timing.DefaultRegistrationTTL, ago(left))
 	}
-	if why := lifecycle.NotInitializedReason(nc, node); why != "" {
+	if why := corenodeclaim.NotInitializedReason(nc, node); why != "" {
 		return "registered, not initialized: " + why
 	}
 	return "registered and ready: the provisioner marks it Initialized on its next pass"

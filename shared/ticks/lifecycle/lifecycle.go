@@ -8,11 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
@@ -20,6 +20,7 @@ import (
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/cloud"
+	corenodeclaim "github.com/karpless/karpless/shared/core/nodeclaim"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/kube"
@@ -60,31 +61,27 @@ type Summary struct {
 
 // Reconcile advances every NodeClaim by at most one step each; nodes are the
 // cluster's current Nodes. Errors on one claim do not stop the others.
+// A claim of another provider's NodeClass is left to it.
 func (l *Lifecycle) Reconcile(ctx context.Context, claims []*karpv1.NodeClaim, nodes []*corev1.Node) (Summary, error) {
-	byProvider := map[string]*corev1.Node{}
-	for _, n := range nodes {
-		if n.Spec.ProviderID != "" {
-			byProvider[n.Spec.ProviderID] = n
-		}
-	}
 	var s Summary
 	var errs []error
 	for _, nc := range claims {
-		if err := l.reconcile(ctx, nc, byProvider, &s); err != nil {
+		if !nc.IsManaged() {
+			continue
+		}
+		if err := l.reconcile(ctx, nc, nodes, &s); err != nil {
 			errs = append(errs, fmt.Errorf("nodeclaim %s: %w", nc.Name, err))
 		}
 	}
 	return s, errors.Join(errs...)
 }
 
-func (l *Lifecycle) reconcile(ctx context.Context, nc *karpv1.NodeClaim, byProvider map[string]*corev1.Node, s *Summary) error {
+func (l *Lifecycle) reconcile(ctx context.Context, nc *karpv1.NodeClaim, nodes []*corev1.Node, s *Summary) error {
+	node, duplicate := corenodeclaim.NodeFor(nc, nodes)
 	if nc.DeletionTimestamp != nil {
 		// A claim whose node never registered has nothing to drain: finish
 		// it here. Claims with nodes are drained by the termination flow.
-		if nc.IsTrue(karpv1.ConditionTypeRegistered) || nc.Status.NodeName != "" {
-			return nil
-		}
-		if n := byProvider[nc.Status.ProviderID]; nc.Status.ProviderID != "" && n != nil {
+		if nc.IsTrue(karpv1.ConditionTypeRegistered) || nc.Status.NodeName != "" || node != nil || duplicate {
 			return nil
 		}
 		done, err := l.finalizeUnregistered(ctx, nc)
@@ -93,11 +90,18 @@ func (l *Lifecycle) reconcile(ctx context.Context, nc *karpv1.NodeClaim, byProvi
 		}
 		return err
 	}
-	if !nc.IsTrue(karpv1.ConditionTypeRegistered) && l.Clock.Since(nc.CreationTimestamp.Time) > l.RegistrationTTL {
-		l.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "RegistrationTimeout", "node did not register within %s; deleting the NodeClaim", l.RegistrationTTL)
+	if reason := corenodeclaim.Timeout(nc, l.Clock.Now(), l.RegistrationTTL); reason != "" {
+		if reason == corenodeclaim.LaunchTimeoutReason {
+			l.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "LaunchTimeout", "instance did not launch within %s; deleting the NodeClaim", corenodeclaim.LaunchTimeoutFor(l.RegistrationTTL))
+		} else {
+			l.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "RegistrationTimeout", "node did not register within %s; deleting the NodeClaim", l.RegistrationTTL)
+		}
 		if err := l.Kube.DeleteNodeClaim(ctx, nc); err != nil {
 			return fmt.Errorf("retiring an unregistered claim: %w", err)
 		}
+		l.Metrics.Count("karpenter_nodeclaims_disrupted_total", 1, map[string]string{
+			"reason": reason, "nodepool": nc.Labels[wellknown.NodePoolLabel], "capacity_type": nc.Labels[wellknown.CapacityTypeLabel],
+		})
 		s.Retired++
 		return nil
 	}
@@ -108,6 +112,20 @@ func (l *Lifecycle) reconcile(ctx context.Context, nc *karpv1.NodeClaim, byProvi
 		}
 		launched, err := l.Launcher.Launch(ctx, nc)
 		if err != nil {
+			// Launched=False dates the failure: LaunchTimeout counts from
+			// the first one, as in Karpenter.
+			if !meta.IsStatusConditionFalse(nc.Status.Conditions, karpv1.ConditionTypeLaunched) {
+				now := metav1.NewTime(l.Clock.Now())
+				msg := err.Error()
+				if len(msg) > 300 {
+					msg = msg[:300]
+				}
+				if serr := l.Kube.UpdateNodeClaimStatus(ctx, nc, func(c *karpv1.NodeClaim) {
+					c.SetCondition(karpv1.ConditionTypeLaunched, metav1.ConditionFalse, "LaunchFailed", msg, now)
+				}); serr != nil && !kube.IsGone(serr) {
+					l.Log.Warn("recording a failed launch", "nodeclaim", nc.Name, "error", serr)
+				}
+			}
 			return err
 		}
 		if launched == nil {
@@ -115,10 +133,14 @@ func (l *Lifecycle) reconcile(ctx context.Context, nc *karpv1.NodeClaim, byProvi
 		}
 		s.Launched++
 		nc = launched
+		node, duplicate = corenodeclaim.NodeFor(nc, nodes)
 	}
-	node := byProvider[nc.Status.ProviderID]
 	if !nc.IsTrue(karpv1.ConditionTypeRegistered) {
 		s.InFlight++
+		if duplicate {
+			l.Log.Warn("not registering: several nodes have the claim's provider ID", "nodeclaim", nc.Name, "provider_id", nc.Status.ProviderID)
+			return nil
+		}
 		if node == nil {
 			return nil
 		}
@@ -158,40 +180,14 @@ func (l *Lifecycle) register(ctx context.Context, nc *karpv1.NodeClaim, node *co
 		if err != nil {
 			return err
 		}
-		next := cur.DeepCopy()
-		if next.Labels == nil {
-			next.Labels = map[string]string{}
+		next, missingTaint := corenodeclaim.RegisteredNode(nc, cur)
+		if _, err = l.Kube.Core.CoreV1().Nodes().Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+			return err
 		}
-		maps.Copy(next.Labels, nc.Labels)
-		next.Labels[wellknown.RegisteredLabel] = "true"
-		if next.Annotations == nil {
-			next.Annotations = map[string]string{}
+		if missingTaint {
+			l.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "UnregisteredTaintMissing", "Node %s came up without the %s taint, which prevents registration-related race conditions", node.Name, wellknown.UnregisteredTaintKey)
 		}
-		maps.Copy(next.Annotations, nc.Annotations)
-		if !slices.Contains(next.Finalizers, wellknown.TerminationFinalizer) {
-			next.Finalizers = append(next.Finalizers, wellknown.TerminationFinalizer)
-		}
-		owner := metav1.OwnerReference{APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodeClaim", Name: nc.Name, UID: nc.UID, BlockOwnerDeletion: new(true)}
-		if !slices.ContainsFunc(next.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == nc.UID }) {
-			next.OwnerReferences = append(next.OwnerReferences, owner)
-		}
-		var taints []corev1.Taint
-		for _, t := range next.Spec.Taints {
-			if t.MatchTaint(&wellknown.UnregisteredNoExecuteTaint) {
-				continue
-			}
-			taints = append(taints, t)
-		}
-		if nc.Labels[wellknown.DoNotSyncTaintsLabel] != "true" {
-			for _, t := range append(slices.Clone(nc.Spec.Taints), nc.Spec.StartupTaints...) {
-				if !slices.ContainsFunc(taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) }) {
-					taints = append(taints, t)
-				}
-			}
-		}
-		next.Spec.Taints = taints
-		_, err = l.Kube.Core.CoreV1().Nodes().Update(ctx, next, metav1.UpdateOptions{})
-		return err
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("registering node %s: %w", node.Name, err)
@@ -229,7 +225,7 @@ func (l *Lifecycle) tag(ctx context.Context, nc *karpv1.NodeClaim) error {
 // and ephemeral taints are gone and the extended resources it was launched
 // for are advertised.
 func (l *Lifecycle) initialize(ctx context.Context, nc *karpv1.NodeClaim, node *corev1.Node) (bool, error) {
-	if reason := NotInitializedReason(nc, node); reason != "" {
+	if reason := corenodeclaim.NotInitializedReason(nc, node); reason != "" {
 		return false, nil
 	}
 	if node.Labels[wellknown.InitializedLabel] != "true" {
@@ -246,39 +242,6 @@ func (l *Lifecycle) initialize(ctx context.Context, nc *karpv1.NodeClaim, node *
 	}
 	l.Log.Info("initialized node", "nodeclaim", nc.Name, "node", node.Name, "seconds_since_created", l.Clock.Since(nc.CreationTimestamp.Time).Seconds())
 	return true, nil
-}
-
-// NotInitializedReason says why a registered node is not initialized yet,
-// or "" when it is.
-func NotInitializedReason(nc *karpv1.NodeClaim, node *corev1.Node) string {
-	ready := false
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-			ready = true
-		}
-	}
-	if !ready {
-		return "node is not Ready"
-	}
-	for _, t := range node.Spec.Taints {
-		for _, st := range nc.Spec.StartupTaints {
-			if t.MatchTaint(&st) {
-				return fmt.Sprintf("startup taint %s is still present", t.ToString())
-			}
-		}
-		if wellknown.IsEphemeralTaint(&t) {
-			return fmt.Sprintf("taint %s is still present", t.ToString())
-		}
-	}
-	for name, q := range nc.Spec.Resources.Requests {
-		if name == corev1.ResourceCPU || name == corev1.ResourceMemory || name == corev1.ResourcePods || name == corev1.ResourceEphemeralStorage || q.IsZero() {
-			continue
-		}
-		if have, ok := node.Status.Allocatable[name]; !ok || have.IsZero() {
-			return fmt.Sprintf("resource %s is not registered yet", name)
-		}
-	}
-	return ""
 }
 
 // finalizeUnregistered terminates whatever instance a deleted, never

@@ -192,8 +192,10 @@ func TestRunTakesTheLeaseOnce(t *testing.T) {
 	}
 	// A holder that never released (killed) keeps the lease until it expires.
 	held := w.disrupter(w.env(nil))
-	if _, err := held.Run(ctx, "second"); err != nil {
-		t.Fatal(err)
+	if s, err := held.Run(ctx, "second"); s.Skipped != "" || s.Passes != 1 {
+		t.Fatalf("second run: %+v %v", s, err)
+	} else if err != nil {
+		t.Logf("second run's pass met the hostile world: %v", err)
 	}
 	lease, err := w.e.Clients.Core.CoordinationV1().Leases(a.Config.Namespace).Get(ctx, "karpless-disruption", metav1.GetOptions{})
 	if err != nil {

@@ -1,4 +1,4 @@
-package termination
+package drain
 
 import (
 	"testing"
@@ -55,14 +55,14 @@ func TestExpiring(t *testing.T) {
 		}), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := expiring([]*corev1.Pod{tc.pod}, tc.deadline, now)
+			got := Expiring([]*corev1.Pod{tc.pod}, tc.deadline, now)
 			switch {
 			case tc.want == 0 && len(got) > 0:
-				t.Errorf("deleted with grace %d, want kept", got[0].grace)
+				t.Errorf("deleted with grace %d, want kept", got[0].Grace)
 			case tc.want > 0 && len(got) != 1:
 				t.Errorf("kept, want deleted with grace %d", tc.want)
-			case tc.want > 0 && got[0].grace != tc.want:
-				t.Errorf("grace %d, want %d", got[0].grace, tc.want)
+			case tc.want > 0 && got[0].Grace != tc.want:
+				t.Errorf("grace %d, want %d", got[0].Grace, tc.want)
 			}
 		})
 	}

@@ -23,12 +23,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/cluster"
+	"github.com/karpless/karpless/shared/core/drain"
 	"github.com/karpless/karpless/shared/core/podutil"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
@@ -244,31 +244,10 @@ func (t *Terminator) drain(ctx context.Context, nc *karpv1.NodeClaim, node *core
 	if err != nil {
 		return false, err
 	}
-	var groups [4][]*corev1.Pod
-	waiting := 0
-	for _, p := range pods {
-		if !drainable(p, now) {
-			continue
-		}
-		if podutil.IsTerminating(p) || deleted[p.UID] {
-			// Leaving already (evicted or deleted): wait for it, never
-			// evict it again.
-			waiting++
-			continue
-		}
-		i := 0
-		if podutil.IsOwnedByDaemonSet(p) {
-			i = 1
-		}
-		if podutil.IsCritical(p) {
-			i += 2
-		}
-		groups[i] = append(groups[i], p)
-	}
-	for _, g := range groups {
-		if len(g) == 0 {
-			continue
-		}
+	// Pods leaving already (evicted or deleted) are waited for, never
+	// evicted again.
+	g, remaining := drain.Next(pods, deleted, now)
+	if len(g) > 0 {
 		blocked := 0
 		for _, p := range g {
 			// A do-not-disrupt pod is never evicted; the terminationGracePeriod
@@ -288,14 +267,14 @@ func (t *Terminator) drain(ctx context.Context, nc *karpv1.NodeClaim, node *core
 			}
 		}
 		s.Blocked += blocked
-		msg := fmt.Sprintf("%d pods are waiting to be evicted (%d blocked by disruption budgets or do-not-disrupt)", len(g)+waiting, blocked)
+		msg := fmt.Sprintf("%d pods are waiting to be evicted (%d blocked by disruption budgets or do-not-disrupt)", remaining, blocked)
 		if blocked > 0 {
 			t.Events.Warning(record.ObjectOf(nodeGVK, node), "FailedDraining", "Failed to drain node, %s", msg)
 		}
 		return false, t.condition(ctx, nc, karpv1.ConditionTypeDrained, metav1.ConditionFalse, "Draining", msg)
 	}
-	if waiting > 0 {
-		return false, t.condition(ctx, nc, karpv1.ConditionTypeDrained, metav1.ConditionFalse, "Draining", fmt.Sprintf("%d pods are terminating", waiting))
+	if remaining > 0 {
+		return false, t.condition(ctx, nc, karpv1.ConditionTypeDrained, metav1.ConditionFalse, "Draining", fmt.Sprintf("%d pods are waiting to be evicted (terminating)", remaining))
 	}
 	if err := t.condition(ctx, nc, karpv1.ConditionTypeDrained, metav1.ConditionTrue, "Drained", ""); err != nil {
 		return false, err
@@ -344,73 +323,20 @@ func (t *Terminator) evict(ctx context.Context, p *corev1.Pod) (bool, error) {
 	return false, fmt.Errorf("evicting pod %s/%s: %w", p.Namespace, p.Name, err)
 }
 
-func tolerates(p *corev1.Pod, taint corev1.Taint) bool {
-	for _, tol := range p.Spec.Tolerations {
-		if tol.ToleratesTaint(klog.Background(), &taint, false) {
-			return true
-		}
-	}
-	return false
-}
-
-// drainable says whether the drain waits for p: not a pod that is done,
-// nor a static pod (it cannot be evicted), nor one that tolerates the
-// disrupted taint (it would come straight back), nor one terminating for
-// over a minute past the end of its grace period (its kubelet is gone or
-// wedged). A pod's deletionTimestamp is already its deletion plus its grace.
-func drainable(p *corev1.Pod, now time.Time) bool {
-	stuck := podutil.IsTerminating(p) && now.Sub(p.DeletionTimestamp.Time) > time.Minute
-	return !podutil.IsTerminal(p) && !podutil.IsOwnedByNode(p) && !tolerates(p, wellknown.DisruptedNoScheduleTaint) && !stuck
-}
-
-// expiry is a pod the terminationGracePeriod ends: deleted now with grace
-// seconds, what is left until the deadline.
-type expiry struct {
-	pod   *corev1.Pod
-	grace int64
-}
-
-// expiring are the pods that would outlive the NodeClaim's
-// terminationGracePeriod (deadline) unless deleted now: a pod is deleted
-// once less than its own terminationGracePeriodSeconds is left before the
-// deadline, so it gets all the graceful time there is, and a pod already
-// terminating past the deadline is deleted again with less. Karpenter
-// (DeleteExpiringPods) does this past PDBs and do-not-disrupt.
-func expiring(pods []*corev1.Pod, deadline, now time.Time) []expiry {
-	if deadline.IsZero() {
-		return nil
-	}
-	var out []expiry
-	for _, p := range pods {
-		if !drainable(p, now) || p.Spec.TerminationGracePeriodSeconds == nil {
-			continue
-		}
-		if podutil.IsTerminating(p) && !p.DeletionTimestamp.After(deadline) {
-			continue // it ends by the deadline already
-		}
-		deleteAt := deadline.Add(-time.Duration(*p.Spec.TerminationGracePeriodSeconds) * time.Second)
-		if !now.After(deleteAt) {
-			continue
-		}
-		out = append(out, expiry{pod: p, grace: max(int64(deadline.Sub(now).Seconds()), 1)})
-	}
-	return out
-}
-
-// deleteExpiring deletes the expiring pods (a grace of at least a second:
-// never a forced deletion) and returns them.
+// deleteExpiring deletes the pods the terminationGracePeriod ends
+// (drain.Expiring) and returns them.
 func (t *Terminator) deleteExpiring(ctx context.Context, pods []*corev1.Pod, deadline, now time.Time, s *Summary) (map[types.UID]bool, error) {
 	deleted := map[types.UID]bool{}
-	for _, e := range expiring(pods, deadline, now) {
-		p := e.pod
-		err := t.Kube.Core.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &e.grace, Preconditions: &metav1.Preconditions{UID: &p.UID}})
+	for _, e := range drain.Expiring(pods, deadline, now) {
+		p := e.Pod
+		err := t.Kube.Core.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &e.Grace, Preconditions: &metav1.Preconditions{UID: &p.UID}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return nil, fmt.Errorf("deleting pod %s/%s for the terminationGracePeriod: %w", p.Namespace, p.Name, err)
 		}
 		deleted[p.UID] = true
 		s.Evicted++
 		t.Events.Normal(record.ObjectOf(podGVK, p), "Disrupted", "Deleting the pod to accommodate the terminationTime %s of the node. The pod was granted %d seconds of grace-period of its %d terminationGracePeriodSeconds. This bypasses the PDB of the pod and the do-not-disrupt annotation.",
-			deadline.Format(time.RFC3339), e.grace, *p.Spec.TerminationGracePeriodSeconds)
+			deadline.Format(time.RFC3339), e.Grace, *p.Spec.TerminationGracePeriodSeconds)
 	}
 	return deleted, nil
 }

@@ -156,9 +156,7 @@ func percentageReplicas(scalable, percentage int32) int32 {
 // requests, floor(limit / request), the least of them. false when no
 // limited resource is requested (limits then bound nothing).
 func limitReplicas(limits corev1.ResourceList, spec *corev1.PodSpec) (int32, bool) {
-	// The scheduler's view of requests: init containers, sidecars,
-	// overhead (Karpenter's resources.RequestsForSpec).
-	requests := resourcehelper.PodRequests(&corev1.Pod{Spec: *spec}, resourcehelper.PodResourcesOptions{})
+	requests := podRequests(spec)
 	least, matched := int32(math.MaxInt32), false
 	for name, limit := range limits {
 		req, ok := requests[name]
@@ -170,6 +168,15 @@ func limitReplicas(limits corev1.ResourceList, spec *corev1.PodSpec) (int32, boo
 		least = min(least, int32(min(n, math.MaxInt32)))
 	}
 	return least, matched
+}
+
+// podRequests is what one chunk asks for, the scheduler's view of a pod's
+// requests: the containers' sum, sidecars (restartable init containers)
+// added to it, or the largest init container with the sidecars started
+// before it when that is more, plus overhead (Karpenter's
+// resources.RequestsForSpec).
+func podRequests(spec *corev1.PodSpec) corev1.ResourceList {
+	return resourcehelper.PodRequests(&corev1.Pod{Spec: *spec}, resourcehelper.PodResourcesOptions{})
 }
 
 // virtualPods are n placeholder pods of the template, named and with UIDs
@@ -234,12 +241,17 @@ func IsVirtual(p *corev1.Pod) bool {
 }
 
 // KeyOf is "namespace/name" of the buffer a virtual pod stands for, "" for
-// a real pod.
+// a real pod, or for a virtual one that does not name both (no buffer can
+// be told of it).
 func KeyOf(p *corev1.Pod) string {
 	if !IsVirtual(p) {
 		return ""
 	}
-	return p.Annotations[cbv1.BufferNamespaceAnnotation] + "/" + p.Annotations[cbv1.BufferNameAnnotation]
+	ns, name := p.Annotations[cbv1.BufferNamespaceAnnotation], p.Annotations[cbv1.BufferNameAnnotation]
+	if ns == "" || name == "" {
+		return ""
+	}
+	return ns + "/" + name
 }
 
 // WithoutVirtual is pods less the virtual ones (for Events and reports

@@ -3,7 +3,6 @@ package nodeclass
 import (
 	"context"
 	"fmt"
-	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -36,10 +35,14 @@ type fakeEC2 struct {
 	// pgErr, when set, answers DescribePlacementGroups alone.
 	pgErr error
 	err   error
+	// mu guards calls: resolutions may run concurrently.
+	mu    sync.Mutex
 	calls map[string]int
 }
 
 func (f *fakeEC2) count(op string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.calls == nil {
 		f.calls = map[string]int{}
 	}
@@ -62,7 +65,7 @@ func matchFilters(filters []ec2types.Filter, attr func(name string) []string) bo
 		ok := false
 		for _, want := range fl.Values {
 			for _, g := range got {
-				if m, _ := path.Match(want, g); m {
+				if ec2Match(want, g) {
 					ok = true
 				}
 			}
@@ -72,6 +75,26 @@ func matchFilters(filters []ec2types.Filter, attr func(name string) []string) bo
 		}
 	}
 	return true
+}
+
+// ec2Match is EC2's filter wildcard match: * is any run of characters
+// (slashes included, unlike path.Match), ? any one character.
+func ec2Match(pattern, s string) bool {
+	if pattern == "" {
+		return s == ""
+	}
+	switch pattern[0] {
+	case '*':
+		for i := 0; i <= len(s); i++ {
+			if ec2Match(pattern[1:], s[i:]) {
+				return true
+			}
+		}
+		return false
+	case '?':
+		return s != "" && ec2Match(pattern[1:], s[1:])
+	}
+	return s != "" && s[0] == pattern[0] && ec2Match(pattern[1:], s[1:])
 }
 
 func tagAttr(tags map[string]string, name string) ([]string, bool) {

@@ -23,14 +23,23 @@ import (
 // /karpenter/<region>/<cluster>/<nodeclass-uid>/, as Karpenter's do, so
 // garbage collection can list them by path.
 
+// FormatPath is the IAM path of segments: /a/b/c/ ("/" for none), as
+// Karpenter's instanceprofile.FormatPath writes it.
+func FormatPath(segments ...string) string {
+	if len(segments) == 0 {
+		return "/"
+	}
+	return "/" + strings.Join(segments, "/") + "/"
+}
+
 // InstanceProfilePathPrefix is the IAM path of every managed profile of a cluster.
 func InstanceProfilePathPrefix(region, cluster string) string {
-	return "/karpenter/" + region + "/" + cluster + "/"
+	return FormatPath("karpenter", region, cluster)
 }
 
 // InstanceProfilePath is the IAM path of the profiles of one EC2NodeClass.
 func InstanceProfilePath(region, cluster, nodeClassUID string) string {
-	return InstanceProfilePathPrefix(region, cluster) + nodeClassUID + "/"
+	return FormatPath("karpenter", region, cluster, nodeClassUID)
 }
 
 // InstanceProfileName is the profile spec.role resolves to:

@@ -25,10 +25,12 @@ func IsTerminal(p *corev1.Pod) bool {
 // IsTerminating reports a pod being deleted.
 func IsTerminating(p *corev1.Pod) bool { return p.DeletionTimestamp != nil }
 
-// IsOwnedByDaemonSet reports a DaemonSet's pod.
+// IsOwnedByDaemonSet reports a DaemonSet's pod: any owner reference to an
+// apps/v1 DaemonSet, controller or not, as Karpenter's IsOwnedByDaemonSet
+// (an API server always sets apiVersion; an empty one is taken as apps/v1).
 func IsOwnedByDaemonSet(p *corev1.Pod) bool {
 	for _, o := range p.OwnerReferences {
-		if o.Kind == "DaemonSet" && o.Controller != nil && *o.Controller {
+		if o.Kind == "DaemonSet" && (o.APIVersion == "apps/v1" || o.APIVersion == "") {
 			return true
 		}
 	}

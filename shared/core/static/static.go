@@ -15,6 +15,7 @@ import (
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/cluster"
 	"github.com/karpless/karpless/shared/core/podutil"
+	"github.com/karpless/karpless/shared/core/poolstatus"
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
@@ -108,7 +109,8 @@ func Counts(in *Input) map[string]Count {
 	return out
 }
 
-// Plan decides, for every static NodePool (by name), what to create and
+// Plan decides, for every static NodePool Karpless manages (by name; another
+// provider's is its own Karpenter's), what to create and
 // what to delete. Like Karpenter, it creates up to replicas less the claims
 // that are active or being replaced, never past limits.nodes (which counts
 // every claim, deleting ones too), and deletes the active claims beyond
@@ -119,7 +121,9 @@ func Plan(in *Input) []Pool {
 	counts := Counts(in)
 	var pools []*karpv1.NodePool
 	for _, np := range in.Cluster.NodePools {
-		if IsStatic(np) {
+		// Another provider's pool is its own Karpenter's to size, up or
+		// down.
+		if IsStatic(np) && poolstatus.Managed(np) {
 			pools = append(pools, np)
 		}
 	}

@@ -134,6 +134,18 @@ func (r *Resolver) amis(ctx context.Context, nc *awsv1.EC2NodeClass, cluster eks
 	for _, c := range best {
 		list = append(list, c)
 	}
+	sortCandidates(list)
+	out := make([]awsv1.AMI, len(list))
+	for i := range list {
+		out[i] = list[i].ami
+	}
+	return out, ready()
+}
+
+// sortCandidates orders images as Karpenter's AMIs.Sort: newest first (an
+// unknown creation date last), then by id; then by requirements, so an
+// image serving two requirement sets lists them in a fixed order.
+func sortCandidates(list []candidate) {
 	sort.Slice(list, func(i, j int) bool {
 		if !list[i].created.Equal(list[j].created) {
 			return list[i].created.After(list[j].created)
@@ -143,11 +155,6 @@ func (r *Resolver) amis(ctx context.Context, nc *awsv1.EC2NodeClass, cluster eks
 		}
 		return requirementsKey(list[i].ami.Requirements) < requirementsKey(list[j].ami.Requirements)
 	})
-	out := make([]awsv1.AMI, len(list))
-	for i := range list {
-		out[i] = list[i].ami
-	}
-	return out, ready()
 }
 
 // better reports whether a should replace b for the same requirements.

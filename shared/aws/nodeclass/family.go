@@ -186,7 +186,7 @@ func AliasParameters(a Alias, kubernetesVersion string) ([]AliasParameter, error
 			return nil, &UnsupportedAliasError{Reason: fmt.Sprintf("alias %s: Windows aliases only support the version latest", a)}
 		}
 		if a.Family == catalog.FamilyWindows2025 && minor < 35 {
-			return nil, &UnsupportedAliasError{Reason: fmt.Sprintf("alias %s: Windows Server 2025 AMIs need Kubernetes 1.35 or later, the cluster runs %s", a, k8s)}
+			return nil, &UnsupportedAliasError{Reason: fmt.Sprintf("alias %s: Windows Server 2025 requires EKS version 1.35 or higher, current version: %s", a, k8s)}
 		}
 		year := strings.TrimPrefix(a.Family, "Windows")
 		return []AliasParameter{{

@@ -238,7 +238,7 @@ func TestResolveUnsupportedAliases(t *testing.T) {
 	ec2, ssm, iam := world()
 	for _, tc := range []struct{ alias, version, reason, msg string }{
 		{"al2@latest", "1.33", ReasonUnsupportedAlias, "AL2 AMIs are not published for Kubernetes 1.33"},
-		{"windows2025@latest", "1.34", ReasonUnsupportedAlias, "need Kubernetes 1.35 or later"},
+		{"windows2025@latest", "1.34", ReasonUnsupportedAlias, "requires EKS version 1.35 or higher"},
 		{"al2023@latest", "", ReasonKubernetesVersion, "Kubernetes version, which is unknown"},
 		{"bottlerocket@latest", "1.33", ReasonAMINotFound, "no SSM parameter found, e.g. /aws/service/bottlerocket/aws-k8s-1.33/x86_64/latest/image_id"},
 	} {

@@ -172,7 +172,7 @@ func TestAliasParameters(t *testing.T) {
 		{"windows2025@latest", "1.35", []string{
 			"/aws/service/ami-windows-latest/Windows_Server-2025-English-Core-EKS_Optimized-1.35/image_id x86_64 kubernetes.io/os In windows;node.kubernetes.io/windows-build In 10.0.26100;",
 		}},
-		{"windows2025@latest", "1.34", []string{"error: alias windows2025@latest: Windows Server 2025 AMIs need Kubernetes 1.35 or later, the cluster runs 1.34"}},
+		{"windows2025@latest", "1.34", []string{"error: alias windows2025@latest: Windows Server 2025 requires EKS version 1.35 or higher, current version: 1.34"}},
 		{"al2023@latest", "2.0", []string{`error: kubernetes version "2.0" is not 1.<minor>`}},
 	} {
 		if got := paths(tc.alias, tc.k8s); !reflect.DeepEqual(got, tc.want) {

@@ -9,6 +9,7 @@ import (
 
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/core/instancetype"
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
 
@@ -47,18 +48,28 @@ func TargetedPartition(claim *karpv1.NodeClaim, pg *awsv1.PlacementGroup) int32 
 	return 0
 }
 
-// placement is the launch template's Placement for the class's group, as
-// Karpenter v1.14.1 writes it: the group by id (names can be reused after a
-// delete, ids cannot) and the targeted partition. nil without a group, so
-// the templates of other classes keep their names.
+// placement is the launch template's Placement, as Karpenter v1.14.1
+// writes it: the tenancy the claim is launched with (instancetype.Tenancy:
+// dedicated when it allows nothing else), and the class's group by id
+// (names can be reused after a delete, ids cannot) with the targeted
+// partition. A default-tenancy launch without a group has none (default
+// is what EC2 assumes in a default-tenancy VPC), so the templates that
+// need no placement keep their names.
 func placement(nc *awsv1.EC2NodeClass, claim *karpv1.NodeClaim) *ec2types.LaunchTemplatePlacementRequest {
 	pg := PlacementGroup(nc)
-	if pg == nil {
+	dedicated := claim != nil && instancetype.Tenancy(claim.Spec.Requirements) == instancetype.TenancyDedicated
+	if pg == nil && !dedicated {
 		return nil
 	}
-	p := &ec2types.LaunchTemplatePlacementRequest{GroupId: aws.String(pg.ID)}
-	if n := TargetedPartition(claim, pg); n > 0 {
-		p.PartitionNumber = aws.Int32(n)
+	p := &ec2types.LaunchTemplatePlacementRequest{}
+	if dedicated {
+		p.Tenancy = ec2types.TenancyDedicated
+	}
+	if pg != nil {
+		p.GroupId = aws.String(pg.ID)
+		if n := TargetedPartition(claim, pg); n > 0 {
+			p.PartitionNumber = aws.Int32(n)
+		}
 	}
 	return p
 }

@@ -8,14 +8,36 @@ import (
 	"strings"
 
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
 
-// TenancyDefault is the karpenter.k8s.aws/instance-tenancy of every node
-// Karpless launches.
-const TenancyDefault = "default"
+// The karpenter.k8s.aws/instance-tenancy values Karpless launches, as
+// Karpenter v1.14.1: shared hardware (default) or single-tenant hardware
+// (dedicated, EC2's Dedicated Instances).
+const (
+	TenancyDefault   = "default"
+	TenancyDedicated = "dedicated"
+)
+
+// Tenancies are the tenancies every instance type can be launched with, in
+// the order a launch prefers them.
+var tenancies = []string{TenancyDefault, TenancyDedicated}
+
+// Tenancy is the tenancy a NodeClaim's instance is launched with, as
+// Karpenter v1.14.1's getTenancyType: default when its requirements allow
+// it (or say nothing), dedicated when they allow only that.
+func Tenancy(reqs []karpv1.NodeSelectorRequirementWithMinValues) string {
+	r := scheduling.RequirementsFromNodePool(reqs).Get(wellknown.InstanceTenancyLabel)
+	for _, t := range tenancies {
+		if r.Has(t) {
+			return t
+		}
+	}
+	return TenancyDefault
+}
 
 // Prices are what an instance type costs per hour. Both maps are optional.
 type Prices struct {
@@ -85,8 +107,11 @@ func Build(cat *catalog.Catalog, cfg catalog.NodeConfig, zones []string, prices 
 		labels := t.Labels()
 		// As Karpenter's instance type requirements: nodes are in the
 		// catalog's region (a pod asking for another must not get a
-		// node here) and of default tenancy, the only one Karpless
-		// launches (Karpenter can also launch dedicated hosts).
+		// node here), and each type can be launched with either tenancy
+		// (the launch picks it from the NodeClaim: Tenancy). Dedicated
+		// Instances cost more than shared ones, but Karpenter prices
+		// them as shared (it reads shared-tenancy prices only), and so
+		// does Karpless: the offerings carry one price.
 		if cat.Region != "" {
 			labels[wellknown.RegionLabel] = cat.Region
 		}
@@ -103,11 +128,12 @@ func Build(cat *catalog.Catalog, cfg catalog.NodeConfig, zones []string, prices 
 			labels[wellknown.WindowsBuildLabel] = catalog.WindowsBuild(cfg.Family)
 		}
 		it := &scheduling.InstanceType{
-			Name:        t.Name,
-			Labels:      labels,
-			Capacity:    capacity,
-			Allocatable: alloc,
-			Offerings:   make([]scheduling.Offering, 0, 2*len(zones)),
+			Name:         t.Name,
+			Labels:       labels,
+			LabelChoices: map[string][]string{wellknown.InstanceTenancyLabel: tenancies},
+			Capacity:     capacity,
+			Allocatable:  alloc,
+			Offerings:    make([]scheduling.Offering, 0, 2*len(zones)),
 		}
 		compatible := Compatible(t, cfg)
 		for _, z := range zones {

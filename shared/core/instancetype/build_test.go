@@ -6,7 +6,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
+	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/catalog"
+	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
 
@@ -206,6 +208,51 @@ func BenchmarkBuild(b *testing.B) {
 	for b.Loop() {
 		if _, err := Build(cat, catalog.NodeConfig{Family: catalog.FamilyAL2023}, zones, Prices{}, none); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func TestTenancy(t *testing.T) {
+	const key = wellknown.InstanceTenancyLabel
+	req := func(op corev1.NodeSelectorOperator, vals ...string) []karpv1.NodeSelectorRequirementWithMinValues {
+		return []karpv1.NodeSelectorRequirementWithMinValues{{Key: key, Operator: op, Values: vals}}
+	}
+	for _, tc := range []struct {
+		name string
+		reqs []karpv1.NodeSelectorRequirementWithMinValues
+		want string
+	}{
+		{"no requirement", nil, TenancyDefault},
+		{"default", req(corev1.NodeSelectorOpIn, "default"), TenancyDefault},
+		{"dedicated", req(corev1.NodeSelectorOpIn, "dedicated"), TenancyDedicated},
+		{"either: default first", req(corev1.NodeSelectorOpIn, "dedicated", "default"), TenancyDefault},
+		{"not default", req(corev1.NodeSelectorOpNotIn, "default"), TenancyDedicated},
+		{"exists", req(corev1.NodeSelectorOpExists), TenancyDefault},
+		// Never asked of a launch (no type allows it), as in Karpenter.
+		{"neither", req(corev1.NodeSelectorOpIn, "host"), TenancyDefault},
+	} {
+		if got := Tenancy(tc.reqs); got != tc.want {
+			t.Errorf("%s: Tenancy = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Every type can be launched with either tenancy, and its label says
+// default, the tenancy of a claim that does not choose.
+func TestBuildTenancyChoices(t *testing.T) {
+	cat, err := catalog.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	types, err := Build(cat, catalog.NodeConfig{Family: catalog.FamilyAL2023}, []string{"us-east-1a"}, Prices{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dedicated := scheduling.NewRequirement(wellknown.InstanceTenancyLabel, corev1.NodeSelectorOpIn, TenancyDedicated)
+	host := scheduling.NewRequirement(wellknown.InstanceTenancyLabel, corev1.NodeSelectorOpIn, "host")
+	for _, it := range types {
+		if it.Labels[wellknown.InstanceTenancyLabel] != TenancyDefault || !it.LabelMatches(dedicated) || it.LabelMatches(host) {
+			t.Fatalf("%s: tenancy label %q, choices %v", it.Name, it.Labels[wellknown.InstanceTenancyLabel], it.LabelChoices)
 		}
 	}
 }

@@ -196,7 +196,7 @@ func preferZone(zone string) podOpt {
 }
 
 // node is the node a claim launches: the labels of its first offering in
-// launch order, with the claim's own.
+// launch order, with the claim's own and the tenancy the launch picks.
 type node struct {
 	name   string
 	labels map[string]string
@@ -217,6 +217,7 @@ func launched(t *testing.T, c *scheduling.NewNodeClaim, i int) node {
 		labels[k] = v
 	}
 	labels[wellknown.ZoneLabel], labels[wellknown.CapacityTypeLabel] = o.Zone, o.CapacityType
+	labels[wellknown.InstanceTenancyLabel] = Tenancy(c.Requirements)
 	return node{name: fmt.Sprintf("claim-%d", i), labels: labels, it: it}
 }
 
@@ -722,10 +723,11 @@ func TestConformanceInstanceTypeOfferings(t *testing.T) {
 		p := pod(selector(tenancy, "default"))
 		wantLabel(t, expectScheduled(t, w.provision(t, p), p), tenancy, "default")
 	})
-	conformance.Run(t, conformance.Case{Suite: itSuite, File: itFile,
-		Spec:    "InstanceTypeProvider > Tenancy > Should launch with dedicated tenancy when required",
-		Differs: "Karpless launches default-tenancy instances only: a pod that requires karpenter.k8s.aws/instance-tenancy=dedicated stays pending (it is never put on a shared-tenancy node labelled dedicated)",
-	}, func(t *testing.T) {})
+	conformance.Run(t, itCase("Tenancy > Should launch with dedicated tenancy when required"), func(t *testing.T) {
+		w := newITWorld(t)
+		p := pod(selector(tenancy, "dedicated"))
+		wantLabel(t, expectScheduled(t, w.provision(t, p), p), tenancy, "dedicated")
+	})
 	for _, tc := range []struct{ entry, np, pod string }{{"dedicated np", "dedicated", "default"}, {"default np", "default", "dedicated"}} {
 		conformance.Run(t, itCase("Tenancy > does not allow tenancy violations > "+tc.entry), func(t *testing.T) {
 			w := newITWorld(t)

@@ -468,6 +468,16 @@ func offeringsFor(it *scheduling.InstanceType, reqs scheduling.Requirements, np 
 			}
 			continue
 		}
+		if _, set := np.Spec.Template.Labels[k]; !set && k != wellknown.NodePoolLabel {
+			if _, choice := it.LabelChoices[k]; choice {
+				// A node of the type may get any of the choices
+				// (instance-tenancy): the type matches when one does.
+				if !it.LabelMatches(want) {
+					return nil
+				}
+				continue
+			}
+		}
 		v, ok := it.Labels[k]
 		if k == wellknown.NodePoolLabel {
 			v, ok = np.Name, true

@@ -179,6 +179,17 @@ func (s *solver) evalClaim(c *claim, p *podState, ev *claimEval) bool {
 		mask = s.scratchMask
 		ev.maskNew = true
 	}
+	if ev.merge && len(s.choiceKeys) > 0 {
+		// The masks meet the claim's and the pod's requirements one by
+		// one; a type with label choices must meet both at once (a
+		// claim that allows neither default nor dedicated tenancy has no
+		// type left).
+		for k := range cr.rest {
+			if s.choiceKeys[k] {
+				s.narrowMask(t, &mask, v.reqs[k], ev)
+			}
+		}
+	}
 	if len(p.ports) > 0 {
 		if portConflict(c.ports, p.ports) != nil {
 			ev.why = "host ports"
@@ -274,7 +285,10 @@ func (s *solver) applyToView(v *claimView, r Requirements, mask *bitset, ev *cla
 			nr.Add(q)
 			v.reqs = nr
 			if s.isTypeKey(k) {
-				s.narrowMask(v.t, mask, q, ev)
+				// The claim's whole requirement on the key, not q alone:
+				// a type whose label has choices may meet each of two
+				// requirements and not both.
+				s.narrowMask(v.t, mask, nr[k], ev)
 			}
 		}
 	}
@@ -288,12 +302,20 @@ func (s *solver) narrowMask(t *template, mask *bitset, q *Requirement, ev *claim
 		*mask = s.scratchMask
 		ev.maskNew = true
 	}
+	choice := s.choiceKeys[q.Key]
 	for i, tt := range t.types {
-		if (*mask).has(i) {
-			val, ok := tt.it.Labels[q.Key]
-			if !q.Matches(val, ok) {
-				(*mask).clear(i)
-			}
+		if !(*mask).has(i) {
+			continue
+		}
+		var ok bool
+		if choice {
+			ok = tt.it.LabelMatches(q)
+		} else {
+			val, present := tt.it.Labels[q.Key]
+			ok = q.Matches(val, present)
+		}
+		if !ok {
+			(*mask).clear(i)
 		}
 	}
 }
@@ -326,7 +348,7 @@ func (s *solver) applyDecisions(v *claimView, mask *bitset, ev *claimEval) bool 
 			nr.Add(q)
 			v.reqs = nr
 			if s.isTypeKey(g.key) {
-				s.narrowMask(v.t, mask, q, ev)
+				s.narrowMask(v.t, mask, nr[g.key], ev)
 			}
 		}
 	}

@@ -168,8 +168,7 @@ func (s *solver) typeSatisfies(t *template, tt *tType, reqs Requirements) bool {
 				return false
 			}
 		case s.isTypeKey(k):
-			v, present := tt.it.Labels[k]
-			if !r.Matches(v, present) {
+			if !tt.it.LabelMatches(r) {
 				return false
 			}
 		}

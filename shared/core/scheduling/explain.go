@@ -204,8 +204,7 @@ func (s *solver) typeVerdict(t *template, p *podState, cr *compiled, it *Instanc
 		if !s.isTypeKey(k) {
 			continue
 		}
-		v, ok := it.Labels[k]
-		if !t.reqs[k].Matches(v, ok) {
+		if !it.LabelMatches(t.reqs[k]) {
 			return "nodepool", fmt.Sprintf("NodePool %s requires %s", t.name, t.reqs[k])
 		}
 	}
@@ -225,8 +224,7 @@ func (s *solver) typeVerdict(t *template, p *podState, cr *compiled, it *Instanc
 		if !s.isTypeKey(k) {
 			continue
 		}
-		v, ok := it.Labels[k]
-		if !cr.rest[k].Matches(v, ok) {
+		if !it.LabelMatches(cr.rest[k]) {
 			return "pod", fmt.Sprintf("pod requires %s", cr.rest[k])
 		}
 	}

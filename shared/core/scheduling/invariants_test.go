@@ -161,7 +161,11 @@ func checkInvariants(t *testing.T, s *Snapshot, r *Results) {
 						t.Fatalf("claim#%d type %s has no offering in %s / %s", i, it.Name, reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel))
 					}
 				default:
-					if v, ok := it.Labels[k]; ok || isCatalogKey(k) {
+					if _, choice := it.LabelChoices[k]; choice {
+						if !it.LabelMatches(rq) {
+							t.Fatalf("claim#%d type %s violates %s", i, it.Name, rq)
+						}
+					} else if v, ok := it.Labels[k]; ok || isCatalogKey(k) {
 						if !rq.Matches(v, ok) {
 							t.Fatalf("claim#%d type %s violates %s", i, it.Name, rq)
 						}

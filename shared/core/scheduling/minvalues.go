@@ -49,7 +49,11 @@ func (m *minValues) add(tt *tType, zm uint64, ctm uint8) {
 		case wellknown.InstanceTypeLabel:
 			m.seen[k][tt.it.Name] = struct{}{}
 		default:
-			if v, ok := tt.it.Labels[key]; ok {
+			if vs, ok := tt.it.LabelChoices[key]; ok {
+				for _, v := range vs {
+					m.seen[k][v] = struct{}{}
+				}
+			} else if v, ok := tt.it.Labels[key]; ok {
 				m.seen[k][v] = struct{}{}
 			}
 		}
@@ -98,7 +102,11 @@ func MinValuesCount(types []*InstanceType, key string, zones, cts *Requirement) 
 		case wellknown.InstanceTypeLabel:
 			seen[it.Name] = struct{}{}
 		default:
-			if v, ok := it.Labels[key]; ok {
+			if vs, ok := it.LabelChoices[key]; ok {
+				for _, v := range vs {
+					seen[v] = struct{}{}
+				}
+			} else if v, ok := it.Labels[key]; ok {
 				seen[v] = struct{}{}
 			}
 		}

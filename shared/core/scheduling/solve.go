@@ -82,6 +82,8 @@ type solver struct {
 	noReqsID int32
 
 	tolerateSoft bool // some NodePool has a PreferNoSchedule taint
+	// choiceKeys are the type keys some type has LabelChoices for.
+	choiceKeys map[string]bool
 	// resv is what each capacity reservation can still take (reservations.go).
 	resv map[string]int
 

@@ -215,7 +215,7 @@ func trailing(m uint64) int { return bits.TrailingZeros64(m) }
 func (s *solver) isTypeKey(k string) bool { return s.typeKeys[k] }
 
 func (s *solver) initTypeKeys() {
-	s.typeKeys = map[string]bool{}
+	s.typeKeys, s.choiceKeys = map[string]bool{}, nil
 	for _, k := range catalog.LabelKeys() {
 		s.typeKeys[k] = true
 	}
@@ -226,6 +226,13 @@ func (s *solver) initTypeKeys() {
 		for _, it := range nc.InstanceTypes {
 			for k := range it.Labels {
 				s.typeKeys[k] = true
+			}
+			for k := range it.LabelChoices {
+				s.typeKeys[k] = true
+				if s.choiceKeys == nil {
+					s.choiceKeys = map[string]bool{}
+				}
+				s.choiceKeys[k] = true
 			}
 		}
 	}
@@ -339,7 +346,7 @@ func (s *solver) newTemplate(np *karpv1.NodePool, class *NodeClass) *template {
 		}
 	}
 	for _, it := range class.InstanceTypes {
-		if it == nil || !labelsMatch(it.Labels, typeReqs) {
+		if it == nil || !labelsMatch(it, typeReqs) {
 			continue
 		}
 		tt := &tType{it: it, exotic: isExotic(it), price: make([]float64, numCT*nz), credits: newCreditModel(it)}
@@ -390,10 +397,9 @@ func (s *solver) newTemplate(np *karpv1.NodePool, class *NodeClass) *template {
 	return t
 }
 
-func labelsMatch(labels map[string]string, reqs []*Requirement) bool {
+func labelsMatch(it *InstanceType, reqs []*Requirement) bool {
 	for _, r := range reqs {
-		v, ok := labels[r.Key]
-		if !r.Matches(v, ok) {
+		if !it.LabelMatches(r) {
 			return false
 		}
 	}
@@ -562,7 +568,7 @@ func (t *template) compile(s *solver, id int32) *compiled {
 	if len(typeReqs) > 0 {
 		c.mask = newBitset(len(t.types))
 		for i, tt := range t.types {
-			if labelsMatch(tt.it.Labels, typeReqs) {
+			if labelsMatch(tt.it, typeReqs) {
 				c.mask.set(i)
 			}
 		}

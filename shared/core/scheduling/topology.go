@@ -626,9 +626,11 @@ func (s *solver) templateDomainValues(t *template, key string) []string {
 	case s.isTypeKey(key):
 		seen := map[string]bool{}
 		for _, tt := range t.types {
-			if v, ok := tt.it.Labels[key]; ok && !seen[v] {
-				seen[v] = true
-				out = append(out, v)
+			for _, v := range tt.it.LabelValues(key) {
+				if !seen[v] {
+					seen[v] = true
+					out = append(out, v)
+				}
 			}
 		}
 		sort.Strings(out)

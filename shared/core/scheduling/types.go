@@ -114,10 +114,45 @@ type InstanceType struct {
 	Name string
 	// Labels are the well-known labels of nodes of this type (single values),
 	// from the catalog: instance-type, arch, os, karpenter.k8s.aws/instance-*.
-	Labels      map[string]string
-	Capacity    corev1.ResourceList
-	Allocatable corev1.ResourceList // capacity minus kubelet overhead
-	Offerings   []Offering
+	Labels map[string]string
+	// LabelChoices are the labels a node of this type may get any one of
+	// several values of, the launch choosing among those its NodeClaim
+	// allows: Karpenter's instance types require
+	// karpenter.k8s.aws/instance-tenancy In [default, dedicated] and launch
+	// dedicated when the claim allows nothing else. A requirement on such
+	// a key holds for the type when it holds for any of the values; Labels
+	// keeps the one a node gets when the claim does not choose.
+	LabelChoices map[string][]string
+	Capacity     corev1.ResourceList
+	Allocatable  corev1.ResourceList // capacity minus kubelet overhead
+	Offerings    []Offering
+}
+
+// LabelMatches reports whether a node of this type can meet r: its label
+// does, or, for a key of LabelChoices, one of the choices does.
+func (it *InstanceType) LabelMatches(r *Requirement) bool {
+	if vs, ok := it.LabelChoices[r.Key]; ok {
+		for _, v := range vs {
+			if r.Has(v) {
+				return true
+			}
+		}
+		return false
+	}
+	v, ok := it.Labels[r.Key]
+	return r.Matches(v, ok)
+}
+
+// LabelValues are the values a node of this type can have for key: its
+// LabelChoices, else its label (none when it has neither).
+func (it *InstanceType) LabelValues(key string) []string {
+	if vs, ok := it.LabelChoices[key]; ok {
+		return vs
+	}
+	if v, ok := it.Labels[key]; ok {
+		return []string{v}
+	}
+	return nil
 }
 
 // Offering is one way to buy an instance type.

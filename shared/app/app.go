@@ -136,7 +136,7 @@ func (e *Env) Provisioner() *provision.Provisioner {
 		EC2: e.AWS.EC2, SSM: e.AWS.SSM, IAM: e.AWS.IAM, Region: e.Config.Region, Now: e.Clock.Now,
 		Validate: launchtemplate.Validate,
 	}
-	templates := &launchtemplate.Provider{EC2: e.AWS.EC2, Now: e.Clock.Now}
+	templates := &launchtemplate.Provider{EC2: e.AWS.EC2, Now: e.Clock.Now, Region: e.Config.Region}
 	return &provision.Provisioner{
 		Config:     e.Config,
 		Kube:       e.Kube,

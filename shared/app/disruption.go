@@ -22,7 +22,7 @@ func (e *Env) Disrupter() *disrupt.Disrupter {
 		Provisioning: Lend(e.Provisioner()),
 		Instances:    instance.NewProvider(e.AWS.EC2, e.Config.ClusterName),
 		EC2:          e.AWS.EC2,
-		Templates:    &launchtemplate.Provider{EC2: e.AWS.EC2, Now: e.Clock.Now},
+		Templates:    &launchtemplate.Provider{EC2: e.AWS.EC2, Now: e.Clock.Now, Region: e.Config.Region},
 		Clock:        e.Clock,
 		Log:          e.Log,
 		MetricsOut:   e.Out,

@@ -56,6 +56,9 @@ type Provider struct {
 	EC2 EC2API
 	// Now is the clock for garbage collection; nil is time.Now.
 	Now func() time.Time
+	// Region is where the templates are made; some regions take no
+	// IMDS IPv6 setting (ipv6MetadataUnsupported).
+	Region string
 }
 
 // Request is one launch's worth of launch templates. Its fields match the
@@ -144,7 +147,7 @@ type LaunchTemplate struct {
 // the loser's "already exists" is answered by the winner's template, which
 // has the same content (it may not be listed yet: only its name is known).
 func (p *Provider) Ensure(ctx context.Context, req Request) ([]LaunchTemplate, error) {
-	inputs, err := Build(req)
+	inputs, err := build(req, p.Region)
 	if err != nil {
 		return nil, err
 	}
@@ -219,8 +222,14 @@ type Resolved struct {
 	UserData string
 }
 
-// Build computes the launch template requests of req without calling AWS.
-func Build(req Request) ([]Resolved, error) {
+// Build computes the launch template requests of req without calling AWS,
+// for a region that takes every setting (BuildIn names the region).
+func Build(req Request) ([]Resolved, error) { return build(req, "") }
+
+// BuildIn is Build for the templates of a region.
+func BuildIn(region string, req Request) ([]Resolved, error) { return build(req, region) }
+
+func build(req Request, region string) ([]Resolved, error) {
 	nc, claim := req.NodeClass, req.NodeClaim
 	if nc == nil || claim == nil {
 		return nil, errors.New("launch template request needs a node class and a node claim")
@@ -311,6 +320,7 @@ func Build(req Request) ([]Resolved, error) {
 		ud, err := UserData(UserDataInput{
 			Family: family, Cluster: req.Cluster, Kubelet: kubelet, Labels: labels, Taints: taints,
 			Custom: nc.Spec.UserData, InstanceStorePolicy: nc.Spec.InstanceStorePolicy,
+			BottlerocketDefaultBind: SupportsDefaultBind(BottlerocketAMIVersion(nc.Spec.AMISelectorTerms, st.AMIs)),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("EC2NodeClass %s: user data: %w", nc.Name, err)
@@ -325,6 +335,7 @@ func Build(req Request) ([]Resolved, error) {
 		}
 		in.LaunchTemplateData.Placement = placement(nc, claim)
 		capacityReservation(in.LaunchTemplateData, req)
+		launchOptions(in.LaunchTemplateData, claim, region)
 		in.LaunchTemplateName = aws.String(Name(in))
 		out = append(out, Resolved{Input: in, ImageID: ami, InstanceTypes: groups[k], MaxPods: k.maxPods, EFA: k.efa, UserData: ud})
 	}

@@ -41,6 +41,9 @@ type UserDataInput struct {
 	// Custom is spec.userData.
 	Custom              *string
 	InstanceStorePolicy *awsv1.InstanceStorePolicy
+	// BottlerocketDefaultBind: the Bottlerocket AMI binds the instance
+	// store to its default directories itself (SupportsDefaultBind).
+	BottlerocketDefaultBind bool
 }
 
 // ErrServiceCIDRUnknown means AL2023 user data cannot be written: nodeadm
@@ -478,10 +481,14 @@ func bottlerocketUserData(in UserDataInput) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		bind := []any{"apiclient", "ephemeral-storage", "bind"}
+		if !in.BottlerocketDefaultBind {
+			bind = append(bind, "--dirs", "/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods")
+		}
 		cmds["000-mount-instance-storage"] = map[string]any{
 			"commands": []any{
 				[]any{"apiclient", "ephemeral-storage", "init"},
-				[]any{"apiclient", "ephemeral-storage", "bind", "--dirs", "/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods"},
+				bind,
 			},
 			"mode":      "always",
 			"essential": true,

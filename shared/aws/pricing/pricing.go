@@ -55,7 +55,11 @@ type Book struct {
 
 	// tried is set on a book whose Live part this invocation tried to read.
 	tried bool
-	memo  *catalogMemo
+	// refreshErr is why a cold start has no offerings and spot prices:
+	// every spot offering then carries an estimate, as Karpenter's spot
+	// prices start from its static ones until its first read.
+	refreshErr string
+	memo       *catalogMemo
 }
 
 // Live is what was read of the region's instance types and on-demand
@@ -115,6 +119,9 @@ func (b *Book) Catalog(embedded *catalog.Catalog) (cat *catalog.Catalog, fallbac
 		if region == "" {
 			region = embedded.Region
 		}
+		if b.refreshErr != "" {
+			m.fallback = append(m.fallback, "offerings and spot prices estimated: "+b.refreshErr)
+		}
 		if l.Types == nil {
 			m.fallback = append(m.fallback, "instance types from the build: "+orUnread(l.TypesError, l.NextTypes))
 		}
@@ -146,7 +153,7 @@ func orUnread(why string, p *Progress) string {
 // failed (so a failure is reported once per attempt, not on every tick,
 // and a reading in progress is not reported at all).
 func (b *Book) ReadFailed() bool {
-	return b.tried && (b.Live.TypesError != "" || b.Live.OnDemandError != "")
+	return b.refreshErr != "" || b.tried && (b.Live.TypesError != "" || b.Live.OnDemandError != "")
 }
 
 // Offered reports whether the zone offers the type.
@@ -242,9 +249,12 @@ func (s *Source) Get(ctx context.Context) (*Book, error) {
 		b, err := s.refresh(ctx)
 		switch {
 		case err == nil:
-			next.UpdatedAt, next.Zones, next.Spot = b.UpdatedAt, b.Zones, b.Spot
+			next.UpdatedAt, next.Zones, next.Spot = b.UpdatedAt, b.Zones, keepQuotes(next.Spot, b.Spot)
 		case stale == nil:
-			return nil, err
+			// Nothing read yet: the build's catalog and estimated spot
+			// prices stand in (not saved, so the next tick reads again)
+			// rather than no launch at all.
+			return &Book{refreshErr: err.Error()}, nil
 		default:
 			// Offerings and spot prices move slowly: an older book is
 			// better than no pass at all (a throttled call, an outage).
@@ -403,6 +413,13 @@ func (s *Source) readLive(ctx context.Context, prev Live) Live {
 			case len(p.Prices) == 0:
 				next.OnDemandError, next.NextPrices = "reading on-demand prices: the price list has none for "+s.Region, nil
 			default:
+				// A price the new list lacks keeps its last reading, as
+				// Karpenter keeps its previous prices.
+				for name, price := range prev.OnDemand {
+					if _, ok := p.Prices[name]; !ok {
+						p.Prices[name] = price
+					}
+				}
 				next.OnDemand, next.OnDemandAt, next.OnDemandError, next.NextPrices = p.Prices, s.Clock.Now(), "", nil
 			}
 		})
@@ -494,6 +511,24 @@ func (s *Source) refresh(ctx context.Context) (*Book, error) {
 		}
 	}
 	return b, nil
+}
+
+// keepQuotes is fresh with the quotes of old that fresh lacks: a spot
+// price EC2 did not quote again keeps its last quote, as Karpenter keeps
+// its previous prices (a partial answer must not take spot markets away).
+func keepQuotes(old, fresh map[string]map[string]float64) map[string]map[string]float64 {
+	for t, zones := range old {
+		for z, price := range zones {
+			if _, ok := fresh[t][z]; ok {
+				continue
+			}
+			if fresh[t] == nil {
+				fresh[t] = map[string]float64{}
+			}
+			fresh[t][z] = price
+		}
+	}
+	return fresh
 }
 
 func encode(b *Book) ([]byte, error) {

@@ -3,6 +3,7 @@ package pricing
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/karpless/karpless/shared/core/catalog"
 )
 
 type fakeEC2 struct {
@@ -105,13 +108,22 @@ func (failingEC2) DescribeInstanceTypeOfferings(context.Context, *ec2.DescribeIn
 
 // TestStaleBookWhenEC2Fails: a refresh that fails (a throttled call) falls
 // back to the last book rather than failing the pass; with no book at all
-// the error is reported.
+// the build and estimated spot prices stand in (as Karpenter's static
+// prices do), the failure reported and nothing saved.
 func TestStaleBookWhenEC2Fails(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	cms := fake.NewClientset().CoreV1()
-	if _, err := (&Source{EC2: failingEC2{&fakeEC2{}}, ConfigMap: cms, Namespace: "kube-system", Clock: clk}).Get(ctx); err == nil {
-		t.Fatal("no book and EC2 failing: want an error")
+	cold, err := (&Source{EC2: failingEC2{&fakeEC2{}}, ConfigMap: cms, Namespace: "kube-system", Clock: clk}).Get(ctx)
+	if err != nil || cold.Spot != nil || cold.Zones != nil || !cold.ReadFailed() {
+		t.Fatalf("no book and EC2 failing: %+v %v, want an empty book that says it failed", cold, err)
+	}
+	embedded, err := catalog.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cat, fallback := cold.Catalog(embedded); cat != embedded || len(fallback) == 0 || !strings.Contains(fallback[0], "RequestLimitExceeded") {
+		t.Fatalf("fallback %v", fallback)
 	}
 	if _, err := (&Source{EC2: &fakeEC2{now: clk.Now()}, ConfigMap: cms, Namespace: "kube-system", Clock: clk}).Get(ctx); err != nil {
 		t.Fatal(err)

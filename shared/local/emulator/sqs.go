@@ -589,11 +589,19 @@ func (e *Emulator) changeVisibility(q *queue, handle string, timeout int) *apiEr
 		return err
 	}
 	now := e.now()
-	if m == nil || !now.Before(m.visibleAt) {
-		return sqsError("MessageNotInflight", "AWS.SimpleQueueService.MessageNotInflight", "The message referred to isn't in flight.")
+	if m == nil {
+		// SQS's answer for a message deleted (or never there) under a
+		// well-formed handle.
+		return invalidParam("Value %s for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change.", handle)
 	}
 	if timeout < 0 || timeout > 43200 {
 		return invalidParam("Value %d for parameter VisibilityTimeout is invalid.", timeout)
+	}
+	if !now.Before(m.visibleAt) {
+		// The handle's visibility ran out and no one has received the
+		// message since: SQS answers OK and changes nothing (it is
+		// visible, and the next receive takes it).
+		return nil
 	}
 	m.visibleAt = now.Add(time.Duration(timeout) * time.Second)
 	return nil

@@ -249,3 +249,42 @@ func TestStateChangeEvents(t *testing.T) {
 		t.Errorf("state-change events %v", states)
 	}
 }
+
+// TestChangeVisibilityOfGoneAndExpiredMessages: as SQS answers, a handle
+// whose message was deleted gets InvalidParameterValue, and a handle whose
+// visibility ran out (no one received the message since) gets OK and
+// changes nothing.
+func TestChangeVisibilityOfGoneAndExpiredMessages(t *testing.T) {
+	h := DefaultHostility()
+	h.ThrottleRate = 0
+	e, clk := newTestEmulator(t, calm(h))
+	c := sqsClient(t, e)
+	ctx := context.Background()
+	url := e.InterruptionQueueURL()
+	if _, err := e.SendEvent(url, []byte(`{"a":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []sqstypes.Message
+	for range 10 { // the emulator's eventual consistency
+		if msgs = receive(t, c, url, 0); len(msgs) == 1 {
+			break
+		}
+		clk.Step(time.Second)
+	}
+	if len(msgs) != 1 {
+		t.Fatalf("received %d messages", len(msgs))
+	}
+	clk.Step(60 * time.Second) // past the queue's 30 s visibility
+	if _, err := c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: msgs[0].ReceiptHandle, VisibilityTimeout: 300}); err != nil {
+		t.Fatalf("an expired handle: %v, want OK", err)
+	}
+	if again := receive(t, c, url, 0); len(again) != 1 {
+		t.Fatalf("the expired handle's change took effect: %d messages received, want the message visible", len(again))
+	} else {
+		if _, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: again[0].ReceiptHandle}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: again[0].ReceiptHandle, VisibilityTimeout: 300})
+		wantCode(t, err, "InvalidParameterValue")
+	}
+}

@@ -115,8 +115,8 @@ func TestForgedDirectInvokeChangesNothing(t *testing.T) {
 
 // TestProofAfterVisibilityRanOutKeepsTheWarning: a genuine warning whose
 // visibility ran out before the invocation proved it (a slow start on a
-// busy machine) is reported failed, not dropped, so the mapping leaves it
-// on the queue and its next delivery retires the node.
+// busy machine) is acted on, not dropped: SQS answers OK to a handle whose
+// visibility ended while no one received the message again.
 func TestProofAfterVisibilityRanOutKeepsTheWarning(t *testing.T) {
 	w := setup(t, 1)
 	ctx := context.Background()
@@ -139,18 +139,22 @@ func TestProofAfterVisibilityRanOutKeepsTheWarning(t *testing.T) {
 	}
 	w.Skip(2 * time.Second) // its visibility ends before the invocation starts
 	records := eventsource.Records(got.Messages, w.Emu.InterruptionQueueARN(), w.Emu.Region())
-	resp, err := w.App.InterruptionHandler()(ctx, lambdaevents.SQSEvent{Records: records})
-	if err != nil {
-		t.Fatal(err)
+	// The proof may meet a throttle: the record then comes back, and is
+	// proven on its next delivery.
+	for try := 0; ; try++ {
+		resp, err := w.App.InterruptionHandler()(ctx, lambdaevents.SQSEvent{Records: records})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.BatchItemFailures) == 0 {
+			break
+		}
+		if try == 5 {
+			t.Fatalf("the warning was failed %d times: %+v", try+1, resp.BatchItemFailures)
+		}
 	}
-	if len(resp.BatchItemFailures) != len(records) {
-		t.Fatalf("%d of %d records reported failed: a warning out of flight must come back, not be dropped", len(resp.BatchItemFailures), len(records))
-	}
-	if n := len(w.Emu.Messages(w.Emu.InterruptionQueueURL())); n != 1 {
-		t.Fatalf("%d messages on the queue, want the warning still there", n)
-	}
-	deliver(t, w, mapping(t, w), w.App.InterruptionHandler())
 	if nc := getClaim(t, w, victim.Name); nc != nil && nc.DeletionTimestamp == nil {
-		t.Error("the warning's next delivery did not retire the claim")
+		t.Error("a warning whose visibility ran out before its proof was dropped: the claim was not retired")
 	}
+	deliver(t, w, mapping(t, w), w.App.InterruptionHandler()) // the queue's copy, handled again harmlessly
 }

@@ -286,11 +286,12 @@ func (h *Handler) retrySoon(ctx context.Context, batch lambdaevents.SQSEvent, fa
 // it never gave out). Anyone who may invoke the function can write the
 // fields; only the queue's consumer holds a handle. Records SQS could not
 // judge (throttled, unreachable) are returned as failures, for
-// redelivery, so a genuine warning is not lost; so are records whose
-// message is not in flight (MessageNotInflight: a genuine handle whose
-// visibility ran out before the proof, on a slow start): dropping one
-// would have the mapping delete a warning no invocation acted on. The
-// others are dropped, loudly.
+// redelivery, so a genuine warning is not lost; so are records SQS says
+// are not in flight (MessageNotInflight, which SQS documents for a
+// message whose visibility ran out; it answers OK to that today):
+// dropping one would have the mapping delete a warning no invocation
+// acted on. The others (an invalid handle, a message deleted) are
+// dropped, loudly.
 func (h *Handler) fromTheQueue(ctx context.Context, records []lambdaevents.SQSMessage) (proven []lambdaevents.SQSMessage, unproven []lambdaevents.SQSBatchItemFailure) {
 	var candidates []lambdaevents.SQSMessage
 	for _, rec := range records {

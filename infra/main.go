@@ -2,65 +2,11 @@
 //
 //	cdk deploy -c clusterName=<name> [-c key=value ...]
 //
-// Context keys (all but clusterName optional):
-//
-//	clusterName               EKS cluster name (required)
-//	account, region           stack environment; default: the CLI's
-//	                          credentials (CDK_DEFAULT_ACCOUNT/REGION), else
-//	                          123456789012/us-east-1 so that synth works
-//	                          without credentials
-//	assetsDir                 folder holding <fn>/bootstrap (default build)
-//	nodeRoleName              node role name (default KarpenterNodeRole-<cluster>)
-//	importNodeRole            true: use the existing role nodeRoleName
-//	nodeRolePath              the node role's IAM path (default /): an imported role's, or the created one's
-//	skipNodeAccessEntry       true: the node role already has an access entry
-//	nodeRoles                 further node roles (list), each Name[:windows][:create][:skipAccessEntry][:path=/p/]:
-//	                          PassRole and an EC2_LINUX (EC2_WINDOWS with :windows) access entry each;
-//	                          :create makes the role, :skipAccessEntry leaves out its entry
-//	installDefaultNodePool    true: bootstrap installs a default NodePool and EC2NodeClass
-//	removeUserObjectsOnDelete true: bootstrap deletes user objects on stack deletion
-//	crdHash                   identity of the embedded CRDs (default dev)
-//	ssmParameterPaths         prefixes of your own SSM parameters the functions may read (list), for
-//	                          amiSelectorTerms.ssmParameter outside /aws/service/
-
-// logRetentionDays          log retention of every function (default 30)
-// metricsLevel              minimal (default: only the alarms' metrics are
-//
-//	CloudWatch metrics, every figure a log field) or full
-//
-// responsiveness            continuous (default: the watcher function invokes
-//
-//	the provisioner as soon as pods wait) or economy
-//	(no watcher; the next tick, within a minute)
-//
-// batchIdleDuration         the provisioner's BATCH_IDLE_DURATION (default 1s)
-// batchMaxDuration          the provisioner's BATCH_MAX_DURATION (default 10s, at most 1m)
-// spotToSpotConsolidation   true: the disruption function's SPOT_TO_SPOT_CONSOLIDATION
-// logLevel                  every function's LOG_LEVEL: debug, info (default), warn, error
-// mode                      active (default) or shadow: beside a running Karpenter, record
-//
-//	the decisions Karpless would make and change nothing (docs/shadow.md)
-//
-// paused                    true: deploy paused (the bootstrap sets the pause
-//
-//	switch); absent or false leaves the switch as it is
-//
-// alarms                    false: no CloudWatch alarms on throttled and
-//
-//	dropped invocations (default true, $0.10 a month each)
-//
-// alarmTopicArn             an SNS topic the alarms notify
-// reservedConcurrency       none (default) or a positive number reserved for
-//
-//	each scheduled function (the account must keep
-//	100 unreserved; see docs/deploy.md)
-//
-// vpcId, subnetIds, securityGroupIds
-//
-//	VPC placement of the functions (lists: comma-separated)
-//
-// stackName                 default Karpless-<clusterName>
-// nag                       true: run cdk-nag's AwsSolutions checks
+// configFromContext reads every context key the app knows, each with its
+// default; only clusterName is required. docs/deploy.md lists them all
+// ("Context keys") and maps Karpenter's Helm values, environment settings
+// and feature gates onto them ("Karpenter's settings"); the tests in this
+// package hold that page and the keys read here to each other.
 package main
 
 import (
@@ -114,6 +60,8 @@ type config struct {
 	props     stack.Props
 	stackName string
 	nag       bool
+	// keys are the context keys read, every one the app knows.
+	keys []string
 }
 
 // configFromContext reads the app's context (-c key=value and cdk.json).
@@ -139,6 +87,19 @@ func configFromContext(app awscdk.App) (config, error) {
 		BatchIdleDuration:         c.duration("batchIdleDuration", stack.DefaultBatchIdleDuration),
 		BatchMaxDuration:          c.duration("batchMaxDuration", stack.DefaultBatchMaxDuration),
 		SpotToSpotConsolidation:   c.boolean("spotToSpotConsolidation"),
+		NodeRepair:                c.boolean("nodeRepair"),
+		PreferencePolicy:          c.str("preferencePolicy", stack.DefaultPreferencePolicy),
+		MinValuesPolicy:           c.str("minValuesPolicy", stack.DefaultMinValuesPolicy),
+		ReservedENIs:              c.integer("reservedENIs", 0),
+		VMMemoryOverheadPercent:   c.fraction("vmMemoryOverheadPercent", stack.DefaultVMMemoryOverheadPercent),
+		IsolatedVPC:               c.boolean("isolatedVPC"),
+		AMIRefreshInterval:        c.duration("amiRefreshInterval", stack.DefaultRefreshInterval),
+		SubnetRefreshInterval:     c.duration("subnetRefreshInterval", stack.DefaultRefreshInterval),
+		ClusterEndpoint:           c.str("clusterEndpoint", ""),
+		ClusterCABundle:           c.str("clusterCABundle", ""),
+		Namespace:                 c.str("namespace", stack.DefaultNamespace),
+		KubeClientQPS:             c.integer("kubeClientQPS", stack.DefaultKubeClientQPS),
+		KubeClientBurst:           c.integer("kubeClientBurst", stack.DefaultKubeClientBurst),
 		LogLevel:                  c.str("logLevel", stack.DefaultLogLevel),
 		Mode:                      c.str("mode", fnconfig.ModeActive),
 		Paused:                    c.boolean("paused"),
@@ -153,6 +114,7 @@ func configFromContext(app awscdk.App) (config, error) {
 		props:     props,
 		stackName: c.str("stackName", "Karpless-"+props.ClusterName),
 		nag:       c.boolean("nag"),
+		keys:      c.read,
 	}
 	return cfg, c.err()
 }
@@ -162,9 +124,13 @@ func configFromContext(app awscdk.App) (config, error) {
 type ctx struct {
 	app  awscdk.App
 	errs []string
+	// read lists every key asked for, in order: the app's context keys
+	// (contextKeys), which the docs are held to.
+	read []string
 }
 
 func (c *ctx) raw(key string) (any, bool) {
+	c.read = append(c.read, key)
 	v := c.app.Node().TryGetContext(jsii.String(key))
 	if v == nil {
 		return nil, false
@@ -230,6 +196,27 @@ func (c *ctx) duration(key string, def time.Duration) time.Duration {
 	}
 	c.errs = append(c.errs, fmt.Sprintf("context %s: want a duration such as 1s or 500ms, got %v", key, v))
 	return def
+}
+
+// fraction reads a number such as 0.075 (a JSON number or a string); def
+// when absent. Its range is checked by stack.Props.Validate.
+func (c *ctx) fraction(key string, def float64) *float64 {
+	v, ok := c.raw(key)
+	if !ok {
+		return &def
+	}
+	switch v := v.(type) {
+	case float64:
+		return &v
+	case string:
+		if s := strings.TrimSpace(v); s == "" {
+			return &def
+		} else if f, err := strconv.ParseFloat(s, 64); err == nil {
+			return &f
+		}
+	}
+	c.errs = append(c.errs, fmt.Sprintf("context %s: want a number such as 0.075, got %v", key, v))
+	return &def
 }
 
 func (c *ctx) integer(key string, def int) int {

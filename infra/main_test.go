@@ -30,6 +30,7 @@ func readConfig(t *testing.T, context map[string]interface{}) (config, error) {
 }
 
 func TestConfigFromContext(t *testing.T) {
+	defaultOverhead := 0.075
 	// As the CLI passes -c values: strings.
 	cfg, err := readConfig(t, map[string]interface{}{
 		"clusterName":            "prod",
@@ -60,6 +61,15 @@ func TestConfigFromContext(t *testing.T) {
 		BatchMaxDuration:  10 * time.Second,
 		LogLevel:          "info",
 		Mode:              "active",
+		// Karpenter's settings' defaults.
+		PreferencePolicy:        "Respect",
+		MinValuesPolicy:         "Strict",
+		VMMemoryOverheadPercent: &defaultOverhead,
+		AMIRefreshInterval:      time.Minute,
+		SubnetRefreshInterval:   time.Minute,
+		Namespace:               "kube-system",
+		KubeClientQPS:           200,
+		KubeClientBurst:         300,
 	}
 	if !reflect.DeepEqual(cfg.props, want) {
 		t.Errorf("props\n got %+v\nwant %+v", cfg.props, want)

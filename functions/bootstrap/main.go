@@ -73,6 +73,7 @@ func connector(cfg config.Config, aws sdkaws.Config) func(context.Context) (*kub
 	src := eksauth.SourceFromEnv(os.LookupEnv)
 	src.EKS = clients.EKS
 	src.STS = eksauth.NewPresigner(clients.STS)
+	src.QPS, src.Burst = float32(cfg.KubeClientQPS), cfg.KubeClientBurst
 	cluster := eksauth.New(src)
 	var kc *kube.Clients
 	return func(ctx context.Context) (*kube.Clients, error) {

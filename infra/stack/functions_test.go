@@ -17,6 +17,19 @@ import (
 
 func TestFunctions(t *testing.T) {
 	queue := ref(logicalID(st, st.Queue))
+	// Every function's settings, and the controllers' Karpenter settings,
+	// at their defaults.
+	common := map[string]any{"KARPLESS_NAMESPACE": "kube-system", "KUBE_CLIENT_QPS": "200", "KUBE_CLIENT_BURST": "300"}
+	controller := map[string]any{"PREFERENCE_POLICY": "Respect", "MIN_VALUES_POLICY": "Strict", "RESERVED_ENIS": "0",
+		"VM_MEMORY_OVERHEAD_PERCENT": "0.075", "ISOLATED_VPC": "false", "AMI_REFRESH_INTERVAL": "1m0s", "SUBNET_REFRESH_INTERVAL": "1m0s"}
+	with := func(env map[string]any, more ...map[string]any) map[string]any {
+		for _, m := range more {
+			for k, v := range m {
+				env[k] = v
+			}
+		}
+		return env
+	}
 	cases := []struct {
 		name     string
 		memory   int
@@ -25,17 +38,17 @@ func TestFunctions(t *testing.T) {
 		env      map[string]any
 	}{
 		// The settings kept as context are written with their defaults.
-		{Provisioner, 512, 70, nil, map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "METRICS_LEVEL": "minimal",
-			"BATCH_IDLE_DURATION": "1s", "BATCH_MAX_DURATION": "10s", "RESPONSIVENESS": "continuous", "LOG_LEVEL": "info", "MODE": "active"}},
-		{Disruption, 1024, 70, nil, map[string]any{"GOMEMLIMIT": "819MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "METRICS_LEVEL": "minimal",
-			"SPOT_TO_SPOT_CONSOLIDATION": "false", "LOG_LEVEL": "info", "MODE": "active"}},
-		{Interruption, 1024, 60, nil, map[string]any{"GOMEMLIMIT": "819MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "INTERRUPTION_QUEUE_URL": queue, "METRICS_LEVEL": "minimal",
-			"LOG_LEVEL": "info", "MODE": "active"}},
-		{Bootstrap, 256, 300, nil, map[string]any{"GOMEMLIMIT": "204MiB", "CLUSTER_NAME": testCluster, "LOG_LEVEL": "info", "MODE": "active",
+		{Provisioner, 512, 70, nil, with(map[string]any{"GOMEMLIMIT": "409MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "METRICS_LEVEL": "minimal",
+			"BATCH_IDLE_DURATION": "1s", "BATCH_MAX_DURATION": "10s", "RESPONSIVENESS": "continuous", "LOG_LEVEL": "info", "MODE": "active"}, common, controller)},
+		{Disruption, 1024, 70, nil, with(map[string]any{"GOMEMLIMIT": "819MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "METRICS_LEVEL": "minimal",
+			"SPOT_TO_SPOT_CONSOLIDATION": "false", "NODE_REPAIR": "false", "LOG_LEVEL": "info", "MODE": "active"}, common, controller)},
+		{Interruption, 1024, 60, nil, with(map[string]any{"GOMEMLIMIT": "819MiB", "CLUSTER_NAME": testCluster, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "INTERRUPTION_QUEUE_URL": queue, "METRICS_LEVEL": "minimal",
+			"LOG_LEVEL": "info", "MODE": "active"}, common, controller)},
+		{Bootstrap, 256, 300, nil, with(map[string]any{"GOMEMLIMIT": "204MiB", "CLUSTER_NAME": testCluster, "LOG_LEVEL": "info", "MODE": "active",
 			"STACK_ID": map[string]any{"Ref": "AWS::StackId"}, "NODE_ROLE_NAME": "KarpenterNodeRole-demo", "INSTALL_DEFAULT_NODEPOOL": "false",
-			"REMOVE_USER_OBJECTS_ON_DELETE": "false", "PAUSED": "false", "CONTROLLERS_GROUP": "karpless:controllers"}},
-		{Watcher, 128, 75, nil, map[string]any{"GOMEMLIMIT": "102MiB", "CLUSTER_NAME": testCluster, "LOG_LEVEL": "info", "MODE": "active",
-			"PROVISIONER_FUNCTION_NAME": ref(logicalID(st, st.Functions[Provisioner])), "BATCH_IDLE_DURATION": "1s", "BATCH_MAX_DURATION": "10s"}},
+			"REMOVE_USER_OBJECTS_ON_DELETE": "false", "PAUSED": "false", "CONTROLLERS_GROUP": "karpless:controllers"}, common)},
+		{Watcher, 128, 75, nil, with(map[string]any{"GOMEMLIMIT": "102MiB", "CLUSTER_NAME": testCluster, "LOG_LEVEL": "info", "MODE": "active",
+			"PROVISIONER_FUNCTION_NAME": ref(logicalID(st, st.Functions[Provisioner])), "BATCH_IDLE_DURATION": "1s", "BATCH_MAX_DURATION": "10s"}, common)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

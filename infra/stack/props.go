@@ -1,8 +1,10 @@
 package stack
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,7 +13,9 @@ import (
 	"time"
 
 	"github.com/karpless/karpless/functions"
+	"github.com/karpless/karpless/shared/core/catalog"
 	fnconfig "github.com/karpless/karpless/shared/function/config"
+	"github.com/karpless/karpless/shared/kube/eksauth"
 )
 
 // The Lambda functions (registered in package functions). Each one's
@@ -41,6 +45,16 @@ const (
 	// MaxBatchDuration bounds batchMaxDuration: a batch must close inside
 	// the minute a tick (or the watcher) watches.
 	MaxBatchDuration = time.Minute
+	// DefaultNamespace is Karpless's namespace (KARPLESS_NAMESPACE).
+	DefaultNamespace = fnconfig.DefaultNamespace
+	// The rest are Karpenter v1.14.1's defaults of its settings of the
+	// same names (docs/deploy.md, "Karpenter's settings").
+	DefaultPreferencePolicy        = fnconfig.PreferencesRespect
+	DefaultMinValuesPolicy         = fnconfig.MinValuesStrict
+	DefaultVMMemoryOverheadPercent = catalog.DefaultVMMemoryOverheadPercent
+	DefaultKubeClientQPS           = eksauth.DefaultQPS
+	DefaultKubeClientBurst         = eksauth.DefaultBurst
+	DefaultRefreshInterval         = fnconfig.MinRefreshInterval
 )
 
 // Props configures one Karpless deployment (one EKS cluster).
@@ -116,6 +130,40 @@ type Props struct {
 	// SpotToSpotConsolidation is the disruption function's
 	// SPOT_TO_SPOT_CONSOLIDATION, Karpenter's feature gate (off by default).
 	SpotToSpotConsolidation bool
+	// NodeRepair is the disruption function's NODE_REPAIR, Karpenter's
+	// NodeRepair feature gate (off by default).
+	NodeRepair bool
+	// PreferencePolicy is the controllers' PREFERENCE_POLICY: Respect (the
+	// default) or Ignore, for provisioning and disruption alike.
+	PreferencePolicy string
+	// MinValuesPolicy is the controllers' MIN_VALUES_POLICY: Strict (the
+	// default) or BestEffort.
+	MinValuesPolicy string
+	// ReservedENIs is the controllers' RESERVED_ENIS (0 by default).
+	ReservedENIs int
+	// VMMemoryOverheadPercent is the controllers'
+	// VM_MEMORY_OVERHEAD_PERCENT; nil means the default, 0.075.
+	VMMemoryOverheadPercent *float64
+	// IsolatedVPC is the controllers' ISOLATED_VPC: no Price List API
+	// call; the build's on-demand prices stand in.
+	IsolatedVPC bool
+	// AMIRefreshInterval and SubnetRefreshInterval are the controllers'
+	// AMI_REFRESH_INTERVAL and SUBNET_REFRESH_INTERVAL (1m, the least).
+	AMIRefreshInterval    time.Duration
+	SubnetRefreshInterval time.Duration
+	// ClusterEndpoint and ClusterCABundle are every function's
+	// CLUSTER_ENDPOINT and CLUSTER_CA_DATA: both or neither; neither reads
+	// them from EKS DescribeCluster. The functions connect to this
+	// endpoint and the nodes' user data names it and the CA.
+	ClusterEndpoint string
+	ClusterCABundle string
+	// Namespace is every function's KARPLESS_NAMESPACE (kube-system by
+	// default): its Leases, ConfigMaps and Role.
+	Namespace string
+	// KubeClientQPS and KubeClientBurst are every function's
+	// KUBE_CLIENT_QPS and KUBE_CLIENT_BURST (200 and 300).
+	KubeClientQPS   int
+	KubeClientBurst int
 	// LogLevel is every function's LOG_LEVEL: debug, info (the default),
 	// warn or error.
 	LogLevel string
@@ -269,6 +317,31 @@ func (p Props) withDefaults() Props {
 	if p.LogLevel == "" {
 		p.LogLevel = DefaultLogLevel
 	}
+	if p.PreferencePolicy == "" {
+		p.PreferencePolicy = DefaultPreferencePolicy
+	}
+	if p.MinValuesPolicy == "" {
+		p.MinValuesPolicy = DefaultMinValuesPolicy
+	}
+	if p.VMMemoryOverheadPercent == nil {
+		v := DefaultVMMemoryOverheadPercent
+		p.VMMemoryOverheadPercent = &v
+	}
+	if p.AMIRefreshInterval == 0 {
+		p.AMIRefreshInterval = DefaultRefreshInterval
+	}
+	if p.SubnetRefreshInterval == 0 {
+		p.SubnetRefreshInterval = DefaultRefreshInterval
+	}
+	if p.Namespace == "" {
+		p.Namespace = DefaultNamespace
+	}
+	if p.KubeClientQPS == 0 {
+		p.KubeClientQPS = DefaultKubeClientQPS
+	}
+	if p.KubeClientBurst == 0 {
+		p.KubeClientBurst = DefaultKubeClientBurst
+	}
 	if p.Mode == "" {
 		p.Mode = fnconfig.ModeActive
 	}
@@ -393,6 +466,7 @@ func (p Props) Validate() error {
 	if !slices.Contains(fnconfig.LogLevels, p.LogLevel) {
 		bad("logLevel %q is not one of %s", p.LogLevel, strings.Join(fnconfig.LogLevels, ", "))
 	}
+	errs = append(errs, p.validateKarpenterSettings()...)
 	if p.AlarmTopicARN != "" && !snsTopicRE.MatchString(p.AlarmTopicARN) {
 		bad("alarmTopicArn %q is not an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>)", p.AlarmTopicARN)
 	}
@@ -471,3 +545,62 @@ func joinInts(v []int) string {
 	}
 	return strings.Join(s, ", ")
 }
+
+// namespaceRE is a DNS-1123 label, what a namespace's name must be.
+var namespaceRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// validateKarpenterSettings checks the settings Karpenter's chart calls
+// settings.* (and its feature gates), each error naming the context key,
+// with Karpenter's bounds.
+func (p Props) validateKarpenterSettings() []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if p.PreferencePolicy != fnconfig.PreferencesRespect && p.PreferencePolicy != fnconfig.PreferencesIgnore {
+		bad("preferencePolicy %q is not %s (the default: preferred affinities and ScheduleAnyway spreads are kept when they can be) or %s",
+			p.PreferencePolicy, fnconfig.PreferencesRespect, fnconfig.PreferencesIgnore)
+	}
+	if p.MinValuesPolicy != fnconfig.MinValuesStrict && p.MinValuesPolicy != fnconfig.MinValuesBestEffort {
+		bad("minValuesPolicy %q is not %s (the default: pods wait when minValues cannot be kept) or %s",
+			p.MinValuesPolicy, fnconfig.MinValuesStrict, fnconfig.MinValuesBestEffort)
+	}
+	if p.ReservedENIs < 0 {
+		bad("reservedENIs %d must not be negative", p.ReservedENIs)
+	}
+	if v := p.VMMemoryOverheadPercent; v != nil && (*v < 0 || *v >= 1) {
+		bad("vmMemoryOverheadPercent %v is not a fraction from 0 to below 1 (0.075, the default, is 7.5%%)", *v)
+	}
+	if p.AMIRefreshInterval < fnconfig.MinRefreshInterval {
+		bad("amiRefreshInterval %s must be at least %s, as in Karpenter", p.AMIRefreshInterval, fnconfig.MinRefreshInterval)
+	}
+	if p.SubnetRefreshInterval < fnconfig.MinRefreshInterval {
+		bad("subnetRefreshInterval %s must be at least %s, as in Karpenter", p.SubnetRefreshInterval, fnconfig.MinRefreshInterval)
+	}
+	switch {
+	case (p.ClusterEndpoint == "") != (p.ClusterCABundle == ""):
+		bad("clusterEndpoint and clusterCABundle must be set together (or neither: the functions read both from EKS DescribeCluster)")
+	case p.ClusterEndpoint != "":
+		if u, err := url.Parse(p.ClusterEndpoint); err != nil || u.Scheme != "https" || u.Hostname() == "" {
+			bad("clusterEndpoint %q is not an https:// URL of the cluster's API server", p.ClusterEndpoint)
+		}
+		if pem, err := base64.StdEncoding.DecodeString(p.ClusterCABundle); err != nil || !strings.Contains(string(pem), "-----BEGIN CERTIFICATE-----") {
+			bad("clusterCABundle is not a base64-encoded PEM certificate bundle (the cluster's certificateAuthority.data)")
+		} else if len(p.ClusterCABundle) > maxCABundle {
+			bad("clusterCABundle is %d characters; Lambda holds at most 4 KB of environment per function, leaving it %d", len(p.ClusterCABundle), maxCABundle)
+		}
+	}
+	if !namespaceRE.MatchString(p.Namespace) {
+		bad("namespace %q is not a namespace name (lowercase letters, digits and '-', at most 63)", p.Namespace)
+	}
+	if p.KubeClientQPS <= 0 {
+		bad("kubeClientQPS %d must be positive", p.KubeClientQPS)
+	}
+	if p.KubeClientBurst <= 0 {
+		bad("kubeClientBurst %d must be positive", p.KubeClientBurst)
+	}
+	return errs
+}
+
+// maxCABundle bounds clusterCABundle: Lambda refuses a function whose
+// environment (names and values) passes 4 KB, and the provisioner's other
+// settings take about 700 bytes of it. EKS's own CA is about 1,500.
+const maxCABundle = 3000

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -443,16 +444,24 @@ func (s *Stack) defineFunctions() error {
 	// what the context says, never back to a default it does not show.
 	batchIdleEnv := jsii.String(s.Props.BatchIdleDuration.String())
 	batchMaxEnv := jsii.String(s.Props.BatchMaxDuration.String())
+	// The controllers simulate alike: the provisioner, the disruption
+	// function's replacements and the interruption function's.
+	controllerEnv := func(env map[string]*string) map[string]*string {
+		for k, v := range s.controllerSettings() {
+			env[k] = v
+		}
+		return env
+	}
 	fns := []function{
 		{
 			name: Provisioner, id: "Provisioner", tick: true,
 			description: "Karpless provisioner: pending pods to NodeClaims to EC2 capacity",
 			memoryMiB:   tickMemoryMiB, timeout: tickTimeout, reserved: s.Props.ReservedConcurrency,
-			env: map[string]*string{
+			env: controllerEnv(map[string]*string{
 				"CLUSTER_NAME": clusterEnv, "NODE_ROLE_NAME": nodeRoleEnv, "METRICS_LEVEL": metricsEnv,
 				"BATCH_IDLE_DURATION": batchIdleEnv, "BATCH_MAX_DURATION": batchMaxEnv,
 				"RESPONSIVENESS": jsii.String(s.Props.Responsiveness),
-			},
+			}),
 			// profilesGC: the provisioner runs the EC2NodeClass finalizer,
 			// which deletes a deleted class's instance profiles.
 			managed: mutating(launch, profiles, profilesGC),
@@ -461,10 +470,11 @@ func (s *Stack) defineFunctions() error {
 			name: Disruption, id: "Disruption", tick: true,
 			description: "Karpless disruption: expiry, drift, consolidation, termination, garbage collection",
 			memoryMiB:   disruptionMemoryMiB, timeout: tickTimeout, reserved: s.Props.ReservedConcurrency,
-			env: map[string]*string{
+			env: controllerEnv(map[string]*string{
 				"CLUSTER_NAME": clusterEnv, "NODE_ROLE_NAME": nodeRoleEnv, "METRICS_LEVEL": metricsEnv,
 				"SPOT_TO_SPOT_CONSOLIDATION": jsii.String(fmt.Sprint(s.Props.SpotToSpotConsolidation)),
-			},
+				"NODE_REPAIR":                jsii.String(fmt.Sprint(s.Props.NodeRepair)),
+			}),
 			managed: mutating(launch, profiles, profilesGC),
 			inline:  []awsiam.PolicyStatement{instanceStatusStatement()},
 		},
@@ -472,12 +482,12 @@ func (s *Stack) defineFunctions() error {
 			name: Interruption, id: "Interruption",
 			description: "Karpless interruption: spot, rebalance, state-change and health events",
 			memoryMiB:   interruptionMemoryMiB, timeout: interruptionTimeout,
-			env: map[string]*string{
+			env: controllerEnv(map[string]*string{
 				"CLUSTER_NAME":           clusterEnv,
 				"NODE_ROLE_NAME":         nodeRoleEnv,
 				"INTERRUPTION_QUEUE_URL": s.Queue.QueueUrl(),
 				"METRICS_LEVEL":          metricsEnv,
-			},
+			}),
 			managed: mutating(launch),
 			inline:  queueConsumer,
 		},
@@ -616,8 +626,9 @@ func (s *Stack) defineFunction(f function, vpc *awslambda.CfnFunction_VpcConfigP
 	for k, v := range f.env {
 		env[k] = v
 	}
-	env["LOG_LEVEL"] = jsii.String(s.Props.LogLevel)
-	env["MODE"] = jsii.String(s.Props.Mode)
+	for k, v := range s.commonSettings() {
+		env[k] = v
+	}
 	props := &awslambda.FunctionProps{
 		Description:  jsii.String(f.description),
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
@@ -644,6 +655,42 @@ func (s *Stack) defineFunction(f function, vpc *awslambda.CfnFunction_VpcConfigP
 	s.Functions[f.name] = fn
 }
 
+// commonSettings are every function's settings: how it reaches the
+// cluster, where its state lives, how much it logs and whether it acts.
+// Each is written on every deploy (a context key absent is its default),
+// so a value edited on a function does not outlive the next deploy. The
+// endpoint and CA are written only when set: a deploy without them
+// removes them, and the functions read both from EKS.
+func (s *Stack) commonSettings() map[string]*string {
+	env := map[string]*string{
+		"LOG_LEVEL":          jsii.String(s.Props.LogLevel),
+		"MODE":               jsii.String(s.Props.Mode),
+		"KARPLESS_NAMESPACE": jsii.String(s.Props.Namespace),
+		"KUBE_CLIENT_QPS":    jsii.String(fmt.Sprint(s.Props.KubeClientQPS)),
+		"KUBE_CLIENT_BURST":  jsii.String(fmt.Sprint(s.Props.KubeClientBurst)),
+	}
+	if s.Props.ClusterEndpoint != "" {
+		env["CLUSTER_ENDPOINT"] = jsii.String(s.Props.ClusterEndpoint)
+		env["CLUSTER_CA_DATA"] = jsii.String(s.Props.ClusterCABundle)
+	}
+	return env
+}
+
+// controllerSettings are Karpenter's scheduling and catalog settings, the
+// same on the three functions that simulate (provisioner, disruption,
+// interruption), as Karpenter's one controller reads them once.
+func (s *Stack) controllerSettings() map[string]*string {
+	return map[string]*string{
+		"PREFERENCE_POLICY":          jsii.String(s.Props.PreferencePolicy),
+		"MIN_VALUES_POLICY":          jsii.String(s.Props.MinValuesPolicy),
+		"RESERVED_ENIS":              jsii.String(fmt.Sprint(s.Props.ReservedENIs)),
+		"VM_MEMORY_OVERHEAD_PERCENT": jsii.String(strconv.FormatFloat(*s.Props.VMMemoryOverheadPercent, 'f', -1, 64)),
+		"ISOLATED_VPC":               jsii.String(fmt.Sprint(s.Props.IsolatedVPC)),
+		"AMI_REFRESH_INTERVAL":       jsii.String(s.Props.AMIRefreshInterval.String()),
+		"SUBNET_REFRESH_INTERVAL":    jsii.String(s.Props.SubnetRefreshInterval.String()),
+	}
+}
+
 // bootstrapEnv is the bootstrap function's settings: what it installs
 // and removes is read from here, never from the CloudFormation event, so
 // invoking the function cannot choose it (bootstrap.OptionsFrom).
@@ -661,10 +708,13 @@ func (s *Stack) bootstrapEnv() map[string]*string {
 }
 
 // BootstrapOptions are the options the bootstrap function reads from the
-// environment the stack gives it (bootstrapEnv and the MODE and
-// LOG_LEVEL every function gets).
+// environment the stack gives it (bootstrapEnv and the commonSettings
+// every function gets).
 func (s *Stack) BootstrapOptions() (bootstrap.Options, error) {
-	env := map[string]string{"MODE": s.Props.Mode, "LOG_LEVEL": s.Props.LogLevel}
+	env := map[string]string{}
+	for k, v := range s.commonSettings() {
+		env[k] = *v
+	}
 	for k, v := range s.bootstrapEnv() {
 		env[k] = *v
 	}

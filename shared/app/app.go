@@ -92,6 +92,7 @@ func connect(ctx context.Context, lookup func(string) (string, bool)) (*Env, err
 	}
 	src := eksauth.SourceFromEnv(lookup)
 	src.EKS, src.STS = aws.EKS, eksauth.NewPresigner(aws.STS)
+	src.QPS, src.Burst = float32(cfg.KubeClientQPS), cfg.KubeClientBurst
 	cluster := eksauth.New(src)
 	rest, err := cluster.RESTConfig(ctx)
 	if err != nil {
@@ -124,7 +125,8 @@ func ShadowOwn() shadow.Own {
 func (e *Env) NewPrices() *pricing.Source {
 	src := &pricing.Source{EC2: e.AWS.EC2, Region: e.Config.Region, ConfigMap: e.Kube.Core.CoreV1(), Namespace: e.Config.Namespace, Clock: e.Clock}
 	// A nil *pricing.Client in the interface would not read as "none".
-	if e.AWS.PriceList != nil {
+	// ISOLATED_VPC: no Price List API call, the build's prices stand in.
+	if e.AWS.PriceList != nil && !e.Config.IsolatedVPC {
 		src.PriceList = e.AWS.PriceList
 	}
 	return src

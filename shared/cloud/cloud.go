@@ -64,8 +64,10 @@ type Prices interface {
 type Deps struct {
 	ClusterName string
 	// Namespace holds the unavailable offerings' ConfigMap.
-	Namespace               string
-	ReservedENIs            int
+	Namespace    string
+	ReservedENIs int
+	// VMMemoryOverheadPercent is VM_MEMORY_OVERHEAD_PERCENT; nil: Karpenter's.
+	VMMemoryOverheadPercent *float64
 	UnavailableOfferingsTTL time.Duration
 	Kube                    *kube.Clients
 	Instances               *instance.Provider
@@ -152,6 +154,7 @@ func (c *Cloud) Use(ctx context.Context, ncs []*awsv1.EC2NodeClass) error {
 		family := nodeclass.Family(nc)
 		cfg := catalog.NodeConfigFor(nc, family)
 		cfg.ReservedENIs += int64(c.ReservedENIs)
+		cfg.VMMemoryOverheadPercent = c.VMMemoryOverheadPercent
 		prices := instancetype.Prices{}
 		if book := c.book; book != nil {
 			prices.Spot = book.Spot

@@ -24,9 +24,10 @@ const (
 	FamilyWindows2025  = "Windows2025"
 )
 
-// vmMemoryOverheadPercent is the share of memory the hypervisor keeps, as
-// Karpenter assumes when EC2 does not report it.
-const vmMemoryOverheadPercent = 0.075
+// DefaultVMMemoryOverheadPercent is the share of memory the hypervisor
+// keeps, as Karpenter assumes when EC2 does not report it (its
+// VM_MEMORY_OVERHEAD_PERCENT default).
+const DefaultVMMemoryOverheadPercent = 0.075
 
 // gravitonCMAMiB is memory arm64 kernels reserve for the contiguous memory
 // allocator, unusable by pods.
@@ -50,6 +51,9 @@ type NodeConfig struct {
 	// ReservedENIs are default-card interfaces kept out of the pod limit
 	// (the --reserved-enis setting).
 	ReservedENIs int64
+	// VMMemoryOverheadPercent is the --vm-memory-overhead-percent setting;
+	// nil means DefaultVMMemoryOverheadPercent.
+	VMMemoryOverheadPercent *float64
 	// EFAOnlyENIs are the class's EFA-only interfaces on network card 0:
 	// they carry no pod IPs, so they come off the pod limit and, unlike
 	// ReservedENIs, off the pod count kube-reserved memory is sized by.
@@ -178,7 +182,11 @@ func (t *InstanceType) Capacity(cfg NodeConfig) corev1.ResourceList {
 	if t.Arch == "arm64" {
 		mem -= gravitonCMAMiB
 	}
-	mem -= int64(math.Ceil(float64(mem) * vmMemoryOverheadPercent))
+	overhead := DefaultVMMemoryOverheadPercent
+	if cfg.VMMemoryOverheadPercent != nil {
+		overhead = *cfg.VMMemoryOverheadPercent
+	}
+	mem -= int64(math.Ceil(float64(mem) * overhead))
 	out := corev1.ResourceList{
 		corev1.ResourceCPU:              *resource.NewQuantity(t.VCPU, resource.DecimalSI),
 		corev1.ResourceMemory:           *resource.NewQuantity(mem*1024*1024, resource.BinarySI),

@@ -256,3 +256,22 @@ func BenchmarkAllocatableAllTypes(b *testing.B) {
 		}
 	}
 }
+
+// VM_MEMORY_OVERHEAD_PERCENT: nil is Karpenter's 0.075; a value replaces it.
+func TestVMMemoryOverheadPercent(t *testing.T) {
+	it := &InstanceType{Name: "x.large", VCPU: 2, MemoryMiB: 16384, Arch: "amd64"}
+	mem := func(cfg NodeConfig) int64 {
+		q := it.Capacity(cfg)[corev1.ResourceMemory]
+		return q.Value() / (1024 * 1024)
+	}
+	if got := mem(NodeConfig{}); got != 16384-1229 {
+		t.Errorf("default: %d MiB, want %d", got, 16384-1229)
+	}
+	zero, tenth := 0.0, 0.1
+	if got := mem(NodeConfig{VMMemoryOverheadPercent: &zero}); got != 16384 {
+		t.Errorf("0: %d MiB", got)
+	}
+	if got := mem(NodeConfig{VMMemoryOverheadPercent: &tenth}); got != 16384-1639 {
+		t.Errorf("0.1: %d MiB, want %d", got, 16384-1639)
+	}
+}

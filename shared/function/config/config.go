@@ -61,8 +61,33 @@ type Config struct {
 	// BestEffort launches with the values there are, lowering minValues on
 	// the NodeClaim and annotating it karpenter.sh/nodeclaim-min-values-relaxed.
 	MinValuesPolicy string
+	// PreferencePolicy is Karpenter's PREFERENCE_POLICY: Respect (the
+	// default) treats preferred affinities and ScheduleAnyway spreads as
+	// required, relaxing them one at a time when a pod does not fit;
+	// Ignore drops them. Provisioning and disruption's simulations use the
+	// one value, as Karpenter's single option does.
+	PreferencePolicy string
 	// ReservedENIs are ENIs kept out of the pod limit (--reserved-enis).
 	ReservedENIs int
+	// VMMemoryOverheadPercent is Karpenter's VM_MEMORY_OVERHEAD_PERCENT,
+	// the share of an instance type's memory the hypervisor keeps; nil
+	// when unset (Karpenter's 0.075, catalog.DefaultVMMemoryOverheadPercent).
+	VMMemoryOverheadPercent *float64
+	// KubeClientQPS and KubeClientBurst are Karpenter's KUBE_CLIENT_QPS and
+	// KUBE_CLIENT_BURST, the Kubernetes client's rate limit; 0 when unset
+	// (Karpenter's 200 and 300, eksauth.DefaultQPS and DefaultBurst).
+	KubeClientQPS   int
+	KubeClientBurst int
+	// IsolatedVPC is Karpenter's ISOLATED_VPC: the functions do not call
+	// the Price List API, which has no VPC endpoint in most regions, and
+	// the build's on-demand prices stand in (as in GovCloud).
+	IsolatedVPC bool
+	// AMIRefreshInterval and SubnetRefreshInterval are Karpenter's
+	// AMI_REFRESH_INTERVAL and SUBNET_REFRESH_INTERVAL (1m, their minimum).
+	// Karpless resolves an EC2NodeClass's status whole, so it re-resolves
+	// at the shorter of the two (NodeClassRefresh).
+	AMIRefreshInterval    time.Duration
+	SubnetRefreshInterval time.Duration
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 	// MetricsLevel is METRICS_LEVEL: minimal (default) writes every figure
@@ -115,6 +140,16 @@ const (
 	MinValuesBestEffort = "BestEffort"
 )
 
+// The values of PREFERENCE_POLICY, Karpenter's.
+const (
+	PreferencesRespect = "Respect"
+	PreferencesIgnore  = "Ignore"
+)
+
+// MinRefreshInterval is the shortest AMI_REFRESH_INTERVAL and
+// SUBNET_REFRESH_INTERVAL, Karpenter's bound (and default).
+const MinRefreshInterval = time.Minute
+
 // The values of METRICS_LEVEL (record.Minimal and record.Full). Minimal is
 // the default because CloudWatch bills every extracted series, $0.30 a
 // month each, more than the rest of a small cluster's idle bill.
@@ -140,6 +175,17 @@ func (c Config) Shadow() bool { return c.Mode == ModeShadow }
 
 // The values of LOG_LEVEL.
 var LogLevels = []string{"debug", "info", "warn", "error"}
+
+// PreferencesIgnored reports whether PREFERENCE_POLICY is Ignore.
+func (c Config) PreferencesIgnored() bool { return c.PreferencePolicy == PreferencesIgnore }
+
+// NodeClassRefresh is how long an EC2NodeClass's resolved status serves:
+// the shorter of AMI_REFRESH_INTERVAL and SUBNET_REFRESH_INTERVAL, since
+// Karpless resolves subnets, security groups and AMIs together. 0 (a
+// Config not read from the environment) means timing.NodeClassRefresh.
+func (c Config) NodeClassRefresh() time.Duration {
+	return min(c.AMIRefreshInterval, c.SubnetRefreshInterval)
+}
 
 // MinValuesBestEffortOn reports whether MIN_VALUES_POLICY is BestEffort.
 func (c Config) MinValuesBestEffortOn() bool { return c.MinValuesPolicy == MinValuesBestEffort }
@@ -183,6 +229,13 @@ func FromLookup(lookup func(string) (string, bool)) (Config, error) {
 	dur("LEASE_DURATION", timing.DefaultLeaseDuration, &c.LeaseDuration)
 	dur("REGISTRATION_TTL", timing.DefaultRegistrationTTL, &c.RegistrationTTL)
 	dur("UNAVAILABLE_OFFERINGS_TTL", timing.DefaultUnavailableOfferingsTTL, &c.UnavailableOfferingsTTL)
+	dur("AMI_REFRESH_INTERVAL", MinRefreshInterval, &c.AMIRefreshInterval)
+	dur("SUBNET_REFRESH_INTERVAL", MinRefreshInterval, &c.SubnetRefreshInterval)
+	for key, d := range map[string]time.Duration{"AMI_REFRESH_INTERVAL": c.AMIRefreshInterval, "SUBNET_REFRESH_INTERVAL": c.SubnetRefreshInterval} {
+		if d < MinRefreshInterval {
+			errs = append(errs, fmt.Errorf("%s (%s) must be at least %s, as Karpenter requires", key, d, MinRefreshInterval))
+		}
+	}
 	boolean := func(key string, dst *bool) {
 		if v := get(key); v != "" {
 			b, err := strconv.ParseBool(v)
@@ -197,6 +250,31 @@ func FromLookup(lookup func(string) (string, bool)) (Config, error) {
 	boolean("INSTALL_DEFAULT_NODEPOOL", &c.InstallDefaultNodePool)
 	boolean("REMOVE_USER_OBJECTS_ON_DELETE", &c.RemoveUserObjectsOnDelete)
 	boolean("PAUSED", &c.Paused)
+	boolean("ISOLATED_VPC", &c.IsolatedVPC)
+	c.PreferencePolicy = firstNonEmpty(get("PREFERENCE_POLICY"), PreferencesRespect)
+	if c.PreferencePolicy != PreferencesRespect && c.PreferencePolicy != PreferencesIgnore {
+		errs = append(errs, fmt.Errorf("PREFERENCE_POLICY=%q is not %s or %s", c.PreferencePolicy, PreferencesRespect, PreferencesIgnore))
+	}
+	if v := get("VM_MEMORY_OVERHEAD_PERCENT"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 || f >= 1 {
+			errs = append(errs, fmt.Errorf("VM_MEMORY_OVERHEAD_PERCENT=%q is not a fraction from 0 to below 1 (0.075 is 7.5%%)", v))
+		} else {
+			c.VMMemoryOverheadPercent = &f
+		}
+	}
+	positive := func(key string, dst *int) {
+		if v := get(key); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				errs = append(errs, fmt.Errorf("%s=%q is not a positive integer", key, v))
+				return
+			}
+			*dst = n
+		}
+	}
+	positive("KUBE_CLIENT_QPS", &c.KubeClientQPS)
+	positive("KUBE_CLIENT_BURST", &c.KubeClientBurst)
 	c.MinValuesPolicy = firstNonEmpty(get("MIN_VALUES_POLICY"), MinValuesStrict)
 	if c.MinValuesPolicy != MinValuesStrict && c.MinValuesPolicy != MinValuesBestEffort {
 		errs = append(errs, fmt.Errorf("MIN_VALUES_POLICY=%q is not %s or %s", c.MinValuesPolicy, MinValuesStrict, MinValuesBestEffort))

@@ -166,3 +166,36 @@ func TestValidateBootstrap(t *testing.T) {
 		}
 	}
 }
+
+// Karpenter's settings the stack writes from its context keys: defaults,
+// values and errors naming the variable.
+func TestKarpenterSettings(t *testing.T) {
+	c, err := FromLookup(env(map[string]string{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PreferencePolicy != PreferencesRespect || c.PreferencesIgnored() || c.VMMemoryOverheadPercent != nil || c.IsolatedVPC ||
+		c.KubeClientQPS != 0 || c.KubeClientBurst != 0 || c.NodeClassRefresh() != time.Minute {
+		t.Errorf("defaults %+v", c)
+	}
+	c, err = FromLookup(env(map[string]string{"PREFERENCE_POLICY": "Ignore", "VM_MEMORY_OVERHEAD_PERCENT": "0", "ISOLATED_VPC": "true",
+		"KUBE_CLIENT_QPS": "50", "KUBE_CLIENT_BURST": "80", "AMI_REFRESH_INTERVAL": "10m", "SUBNET_REFRESH_INTERVAL": "3m"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.PreferencesIgnored() || c.VMMemoryOverheadPercent == nil || *c.VMMemoryOverheadPercent != 0 || !c.IsolatedVPC ||
+		c.KubeClientQPS != 50 || c.KubeClientBurst != 80 || c.NodeClassRefresh() != 3*time.Minute {
+		t.Errorf("values %+v", c)
+	}
+	// A Config built in code, not read, resolves classes at the default.
+	if (Config{}).NodeClassRefresh() != 0 {
+		t.Error("zero Config's refresh is not 0 (timing.NodeClassRefresh)")
+	}
+	_, err = FromLookup(env(map[string]string{"PREFERENCE_POLICY": "respect", "VM_MEMORY_OVERHEAD_PERCENT": "1", "ISOLATED_VPC": "sometimes",
+		"KUBE_CLIENT_QPS": "0", "KUBE_CLIENT_BURST": "x", "AMI_REFRESH_INTERVAL": "30s", "SUBNET_REFRESH_INTERVAL": "59s"}))
+	for _, want := range []string{"PREFERENCE_POLICY", "VM_MEMORY_OVERHEAD_PERCENT", "ISOLATED_VPC", "KUBE_CLIENT_QPS", "KUBE_CLIENT_BURST", "AMI_REFRESH_INTERVAL", "SUBNET_REFRESH_INTERVAL"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %s", err, want)
+		}
+	}
+}

@@ -215,6 +215,15 @@ func minValuesPolicy(c config.Config) scheduling.MinValuesPolicy {
 	return scheduling.MinValuesStrict
 }
 
+// preferencePolicy is PREFERENCE_POLICY for the replacements' simulation,
+// the provisioner's, as Karpenter's one option serves both.
+func preferencePolicy(c config.Config) scheduling.PreferencePolicy {
+	if c.PreferencesIgnored() {
+		return scheduling.PreferencesIgnore
+	}
+	return scheduling.PreferencesRespect
+}
+
 // input assembles the pure core's input. The compute stops a couple of
 // seconds before the tick's deadline.
 func (d *Disrupter) input(snap *cluster.Snapshot, sim *scheduling.Snapshot, classes map[string]*scheduling.NodeClass, inv *invocation) *disruption.Input {
@@ -224,6 +233,7 @@ func (d *Disrupter) input(snap *cluster.Snapshot, sim *scheduling.Snapshot, clas
 		Options: disruption.Options{
 			SpotToSpotConsolidation: d.Config.SpotToSpotConsolidation,
 			MinValues:               minValuesPolicy(d.Config),
+			Preferences:             preferencePolicy(d.Config),
 			Stop:                    func() bool { return d.Clock.Now().After(stopAt) },
 			ResumeSingleNodeAfter:   inv.state.resume,
 			SkipMultiNode:           inv.state.skipMulti,

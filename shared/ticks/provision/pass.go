@@ -203,6 +203,9 @@ func (p *Provisioner) provisionRound(ctx context.Context, inv *invocation, snap 
 	if p.Config.MinValuesBestEffortOn() {
 		opts.MinValues = scheduling.MinValuesBestEffort
 	}
+	if p.Config.PreferencesIgnored() {
+		opts.Preferences = scheduling.PreferencesIgnore
+	}
 	results := scheduling.Solve(planning.SimulationInput(snap, pending, classes), opts)
 	p.Metrics.Observe("karpenter_scheduler_scheduling_duration_seconds", "Seconds", p.Clock.Since(start).Seconds(), map[string]string{"controller": "provisioner"})
 	p.Metrics.Gauge("karpenter_scheduler_queue_depth", float64(len(pending)), map[string]string{"controller": "provisioner"})
@@ -323,7 +326,7 @@ func (p *Provisioner) resolveNodeClasses(ctx context.Context, inv *invocation, n
 	var info *eksauth.ClusterInfo
 	for i, nc := range ncs {
 		key := fmt.Sprintf("%s/%d", nc.UID, nc.Generation)
-		if inv.resolved[key] || nc.DeletionTimestamp != nil || !nodeclass.IsStale(nc, p.Clock.Now(), 0) {
+		if inv.resolved[key] || nc.DeletionTimestamp != nil || !nodeclass.IsStale(nc, p.Clock.Now(), p.Config.NodeClassRefresh()) {
 			continue
 		}
 		if info == nil {

@@ -130,6 +130,7 @@ func (p *Provisioner) openCloud(ctx context.Context, inv *invocation) error {
 	c, err := cloud.Open(ctx, cloud.Deps{
 		Reservations: reservations,
 		ClusterName:  p.Config.ClusterName, Namespace: p.Config.Namespace, ReservedENIs: p.Config.ReservedENIs,
+		VMMemoryOverheadPercent: p.Config.VMMemoryOverheadPercent,
 		UnavailableOfferingsTTL: p.Config.UnavailableOfferingsTTL, Kube: p.Kube, Instances: p.Instances,
 		Templates: p.Templates, Prices: p.Prices, Catalog: p.Catalog, Cluster: p.Cluster,
 		Clock: p.Clock, Log: p.Log, Events: p.Events, Metrics: p.Metrics,

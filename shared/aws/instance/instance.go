@@ -60,6 +60,9 @@ type Instance struct {
 	// on-demand.
 	CapacityReservationID   string
 	CapacityReservationType string
+	// Tenancy is EC2's Placement.Tenancy: default (shared hardware) or
+	// dedicated.
+	Tenancy string
 }
 
 // ProviderID is aws:///<zone>/<id>.
@@ -99,14 +102,18 @@ type Request struct {
 	// reserved launch targets (its launch templates name it; one per
 	// call) and its type: a capacity-block one is a capacity-block fleet.
 	ReservationID, ReservationType string
+	// Tenancy is what the launch templates ask for (default or
+	// dedicated): the instance's until EC2 lists it.
+	Tenancy string
 }
 
 // ReservationTypeCapacityBlock is the type of a Capacity Block reservation.
 const ReservationTypeCapacityBlock = "capacity-block"
 
-// FleetError is one override CreateFleet could not fill.
+// FleetError is one override CreateFleet could not fill, and the subnet
+// it named.
 type FleetError struct {
-	Code, Message, InstanceType, Zone string
+	Code, Message, InstanceType, Zone, Subnet string
 }
 
 // Result of a launch.
@@ -167,7 +174,7 @@ func (p *Provider) Create(ctx context.Context, r Request) (Result, error) {
 		fe := FleetError{Code: aws.ToString(e.ErrorCode), Message: aws.ToString(e.ErrorMessage)}
 		if e.LaunchTemplateAndOverrides != nil && e.LaunchTemplateAndOverrides.Overrides != nil {
 			o := e.LaunchTemplateAndOverrides.Overrides
-			fe.InstanceType, fe.Zone = string(o.InstanceType), aws.ToString(o.AvailabilityZone)
+			fe.InstanceType, fe.Zone, fe.Subnet = string(o.InstanceType), aws.ToString(o.AvailabilityZone), aws.ToString(o.SubnetId)
 		}
 		res.Errors = append(res.Errors, fe)
 	}
@@ -194,7 +201,7 @@ func (p *Provider) Create(ctx context.Context, r Request) (Result, error) {
 	inst, err := p.Get(ctx, ids[0])
 	if err != nil {
 		// EC2 reads are eventually consistent: describe with what the fleet said.
-		inst = &Instance{ID: ids[0], CapacityType: r.CapacityType, State: "pending", Tags: r.Tags}
+		inst = &Instance{ID: ids[0], CapacityType: r.CapacityType, State: "pending", Tags: r.Tags, Tenancy: tenancy(r.Tenancy)}
 		if r.CapacityType == wellknown.CapacityTypeReserved {
 			inst.CapacityReservationID, inst.CapacityReservationType = r.ReservationID, reservationType(r.ReservationType)
 		}
@@ -319,6 +326,15 @@ func targetCapacityType(r Request) ec2types.DefaultTargetCapacityType {
 	return ec2types.DefaultTargetCapacityTypeOnDemand
 }
 
+// tenancy is EC2's tenancy, default when unsaid (as Karpenter's
+// tenancyFromInstance).
+func tenancy(t string) string {
+	if t == "" {
+		return string(ec2types.TenancyDefault)
+	}
+	return t
+}
+
 func reservationType(t string) string {
 	if t == "" {
 		return "default"
@@ -437,7 +453,9 @@ func fromEC2(i ec2types.Instance) Instance {
 	}
 	if i.Placement != nil {
 		inst.Zone = aws.ToString(i.Placement.AvailabilityZone)
+		inst.Tenancy = string(i.Placement.Tenancy)
 	}
+	inst.Tenancy = tenancy(inst.Tenancy)
 	if i.State != nil {
 		inst.State = string(i.State.Name)
 	}

@@ -107,3 +107,65 @@ func TestFleetInputRejectsImpossibleRequests(t *testing.T) {
 		t.Fatal("launch without offerings was accepted")
 	}
 }
+
+// fleetEC2 answers CreateFleet with out and DescribeInstances with inst.
+type fleetEC2 struct {
+	fakeEC2
+	out  *ec2.CreateFleetOutput
+	inst *ec2types.Instance
+}
+
+func (f fleetEC2) CreateFleet(context.Context, *ec2.CreateFleetInput, ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error) {
+	return f.out, nil
+}
+
+func (f fleetEC2) DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+	if f.inst == nil {
+		return &ec2.DescribeInstancesOutput{}, nil
+	}
+	return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{{Instances: []ec2types.Instance{*f.inst}}}}, nil
+}
+
+// TestCreateTenancyAndErrorSubnets: the instance's tenancy is EC2's
+// Placement.Tenancy (default when unsaid, the request's when EC2 does not
+// list the instance yet), and each fleet error names its override's subnet
+// (an InsufficientFreeAddressesInSubnet is the subnet's, not the type's).
+func TestCreateTenancyAndErrorSubnets(t *testing.T) {
+	override := func(it, zone, subnet string) *ec2types.LaunchTemplateAndOverridesResponse {
+		return &ec2types.LaunchTemplateAndOverridesResponse{Overrides: &ec2types.FleetLaunchTemplateOverrides{
+			InstanceType: ec2types.InstanceType(it), AvailabilityZone: aws.String(zone), SubnetId: aws.String(subnet)}}
+	}
+	out := &ec2.CreateFleetOutput{
+		Errors:    []ec2types.CreateFleetError{{ErrorCode: aws.String("InsufficientFreeAddressesInSubnet"), LaunchTemplateAndOverrides: override("m5.large", "us-west-2a", "subnet-a1")}},
+		Instances: []ec2types.CreateFleetInstance{{InstanceIds: []string{"i-1"}, InstanceType: "m5.large", LaunchTemplateAndOverrides: override("m5.large", "us-west-2b", "subnet-b1")}},
+	}
+	r := Request{
+		NodeClaimName: "x", NodeClaimUID: "u", CapacityType: "on-demand", Tenancy: "dedicated",
+		Offerings:       []Offering{{InstanceType: "m5.large", Zone: "us-west-2a"}, {InstanceType: "m5.large", Zone: "us-west-2b"}},
+		LaunchTemplates: []LaunchTemplate{{Name: "lt", ImageID: "ami-1", InstanceTypes: []string{"m5.large"}}},
+		Subnets:         map[string][]string{"us-west-2a": {"subnet-a1"}, "us-west-2b": {"subnet-b1"}},
+	}
+	free := fakeEC2{free: map[string]int32{"subnet-a1": 5, "subnet-b1": 5}}
+	for _, tc := range []struct {
+		name string
+		inst *ec2types.Instance
+		want string
+	}{
+		{"listed dedicated", &ec2types.Instance{InstanceId: aws.String("i-1"), Placement: &ec2types.Placement{AvailabilityZone: aws.String("us-west-2b"), Tenancy: ec2types.TenancyDedicated}}, "dedicated"},
+		{"listed without tenancy", &ec2types.Instance{InstanceId: aws.String("i-1"), Placement: &ec2types.Placement{AvailabilityZone: aws.String("us-west-2b")}}, "default"},
+		{"not listed yet", nil, "dedicated"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := NewProvider(fleetEC2{fakeEC2: free, out: out, inst: tc.inst}, "demo").Create(context.Background(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Instance.Tenancy != tc.want {
+				t.Errorf("tenancy %q, want %q", res.Instance.Tenancy, tc.want)
+			}
+			if len(res.Errors) != 1 || res.Errors[0].Subnet != "subnet-a1" || res.Errors[0].Zone != "us-west-2a" {
+				t.Errorf("errors %+v, want one naming subnet-a1", res.Errors)
+			}
+		})
+	}
+}

@@ -120,7 +120,7 @@ func (e *Emulator) xmlInstance(i *instance) xmlInstance {
 		Tags: xmlTags(i.Tags), Hypervisor: "xen", EBSOptimized: true, ENASupport: true,
 		PlatformDetails: "Linux/UNIX", UsageOperation: "RunInstances",
 	}
-	x.Placement.AvailabilityZone, x.Placement.AvailabilityZoneID, x.Placement.Tenancy = i.Zone, i.ZoneID, "default"
+	x.Placement.AvailabilityZone, x.Placement.AvailabilityZoneID, x.Placement.Tenancy = i.Zone, i.ZoneID, tenancyOf(i)
 	x.Platform, x.PlatformDetails, x.UsageOperation = platformOf(i.family)
 	if x.Platform == "windows" {
 		x.RootDeviceName = "/dev/sda1"
@@ -223,6 +223,8 @@ func (e *Emulator) instanceFields(i *instance) fields {
 			return []string{d}, true
 		case "placement-group-name", "placement-partition-number":
 			return e.placementFilter(i.ID, name), true
+		case "tenancy":
+			return []string{tenancyOf(i)}, true
 		case "subnet-id":
 			return []string{i.SubnetID}, true
 		case "vpc-id":

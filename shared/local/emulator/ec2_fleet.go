@@ -186,6 +186,9 @@ func (e *Emulator) createFleet(r *request) (any, *apiError) {
 			} else {
 				pl.placement = placementParams(nil, "", lt)
 			}
+			if err := checkTenancy(pl.placement.tenancy); err != nil {
+				return nil, err
+			}
 			pl.itype, _ = e.cfg.Catalog.Get(pl.typeName)
 			pl.imageID = firstNonEmpty(pl.echo.ImageID, lt.ImageID)
 			if pl.echo.SubnetID != "" {
@@ -735,6 +738,9 @@ func (e *Emulator) runInstances(r *request) (any, *apiError) {
 	}
 	pl.profile = firstNonEmpty(p.Get("IamInstanceProfile.Arn"), p.Get("IamInstanceProfile.Name"), pl.lt.InstanceProfile)
 	pl.placement = placementParams(p, "", lt)
+	if err := checkTenancy(pl.placement.tenancy); err != nil {
+		return nil, err
+	}
 	pl.reservation = reservationParams(p, "", lt)
 	n := 0
 	var code, msg string

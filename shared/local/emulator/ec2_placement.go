@@ -241,11 +241,12 @@ func unknownPlacementGroup(nameOrID string) *apiError {
 // --- launches ---
 
 // placementRequest is the Placement a launch asks for: a group by name or
-// id, and a partition (0 = EC2 chooses).
+// id, a partition (0 = EC2 chooses), and a tenancy ("" = default).
 type placementRequest struct {
 	groupName, groupID string
 	partition          int32
 	bad                string // an unparsable PartitionNumber
+	tenancy            string
 }
 
 func (q placementRequest) empty() bool { return q.groupName == "" && q.groupID == "" }
@@ -265,7 +266,7 @@ func placementParams(p url.Values, prefix string, lt *launchTemplate) placementR
 		}
 		return ""
 	}
-	q := placementRequest{groupName: get("GroupName"), groupID: get("GroupId")}
+	q := placementRequest{groupName: get("GroupName"), groupID: get("GroupId"), tenancy: get("Tenancy")}
 	if s := get("PartitionNumber"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 32)
 		if err != nil {
@@ -283,6 +284,11 @@ func placementParams(p url.Values, prefix string, lt *launchTemplate) placementR
 // this and treats it as a capacity error).
 func (e *Emulator) placementError(pl *pool) (code, msg string) {
 	q := pl.placement
+	if q.tenancy == tenancyHost {
+		// Launching onto a Dedicated Host needs one allocated; the
+		// emulator has none.
+		return "InvalidParameterValue", "Tenancy host is not emulated: there are no Dedicated Hosts to launch onto."
+	}
 	if q.empty() {
 		return "", ""
 	}
@@ -343,6 +349,7 @@ func (e *Emulator) liveInGroup(g *placementGroup, zone string) int {
 // (EC2 spreads them evenly), the lowest number on a tie. Callers hold e.mu
 // and checked placementError.
 func (e *Emulator) place(inst *instance, q placementRequest) {
+	inst.Tenancy = firstNonEmpty(q.tenancy, tenancyDefault)
 	if q.empty() {
 		return
 	}
@@ -367,6 +374,28 @@ func (e *Emulator) place(inst *instance, q placementRequest) {
 	}
 	e.placements().instance[inst.ID] = p
 }
+
+// Tenancies EC2 knows (Placement.Tenancy); the emulator launches default
+// and dedicated instances, and has no Dedicated Hosts for host.
+const (
+	tenancyDefault   = "default"
+	tenancyDedicated = "dedicated"
+	tenancyHost      = "host"
+)
+
+// checkTenancy answers a Placement.Tenancy that is not one of EC2's values
+// as EC2 answers a bad enum value ("" is left to EC2's default).
+func checkTenancy(v string) *apiError {
+	switch v {
+	case "", tenancyDefault, tenancyDedicated, tenancyHost:
+		return nil
+	}
+	return errorf(400, "InvalidParameterValue", "Value (%s) for parameter tenancy is invalid.", v)
+}
+
+// tenancyOf is the tenancy DescribeInstances shows: default unless the
+// instance was launched otherwise.
+func tenancyOf(i *instance) string { return firstNonEmpty(i.Tenancy, tenancyDefault) }
 
 // placementXML is the placement DescribeInstances shows for an instance.
 func (e *Emulator) placementXML(id string) (groupName, groupID string, partition int32) {

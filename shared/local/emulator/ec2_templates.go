@@ -91,6 +91,9 @@ func (e *Emulator) createLaunchTemplate(r *request) (any, *apiError) {
 			return nil, errorf(400, "InvalidParameterValue", "'%s' is not a valid taggable resource type for this operation.", rt)
 		}
 	}
+	if err := checkTenancy(dv.Get("Placement.Tenancy")); err != nil {
+		return nil, err
+	}
 	if v := dv.Get("IamInstanceProfile.Arn"); v != "" {
 		lt.InstanceProfile = v
 	} else {

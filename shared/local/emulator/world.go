@@ -46,7 +46,10 @@ type Instance struct {
 	ImageID      string
 	// CapacityType is spot or on-demand.
 	CapacityType string
-	State        string
+	// Tenancy is the Placement.Tenancy it was launched with: default
+	// (shared hardware) or dedicated.
+	Tenancy string
+	State   string
 	// StateReason explains the last transition (e.g. Client.UserInitiatedShutdown).
 	StateReason string
 	Tags        map[string]string

@@ -134,10 +134,15 @@ func Step(t testing.TB, e *emulator.Emulator, clk *testingclock.FakeClock, d tim
 
 // SDKClients starts an emulator of its own (no cluster) and loads the
 // functions' real SDK clients against it through AWS_ENDPOINT_URL, as in
-// local mode, signed as identity.
-func SDKClients(t *testing.T, seed uint64, identity string) (*emulator.Emulator, *awsconfig.Clients) {
+// local mode, signed as identity. configure, if any, changes the
+// emulator's config first (a test that calms a hostility says why).
+func SDKClients(t *testing.T, seed uint64, identity string, configure ...func(*emulator.Config)) (*emulator.Emulator, *awsconfig.Clients) {
 	t.Helper()
-	emu, err := emulator.New(emulator.Config{Seed: seed})
+	cfg := emulator.Config{Seed: seed}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	emu, err := emulator.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

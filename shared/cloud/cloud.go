@@ -162,7 +162,7 @@ func (c *Cloud) Use(ctx context.Context, ncs []*awsv1.EC2NodeClass) error {
 				prices.Offered = book.Offered
 			}
 		}
-		types, err := instancetype.Build(cat, cfg, instancetype.Zones(nc), prices, c.ice.Unavailable)
+		types, err := instancetype.Build(cat, cfg, instancetype.Zones(nc), prices, unavailableIn(c.ice, nc))
 		if err != nil {
 			return fmt.Errorf("instance types of ec2nodeclass %s: %w", nc.Name, err)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/karpless/karpless/shared/aws/awserr"
 	"github.com/karpless/karpless/shared/aws/instance"
 	"github.com/karpless/karpless/shared/aws/nodeclass"
+	"github.com/karpless/karpless/shared/core/instancetype"
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
@@ -127,7 +128,8 @@ func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeC
 		res, err := c.Instances.Create(ctx, instance.Request{
 			NodeClaimName: nc.Name, NodeClaimUID: string(nc.UID), Attempt: attempt,
 			CapacityType: capacityType, Offerings: offerings, LaunchTemplates: templates,
-			Subnets: subnetsByZone(view.nc), Tags: c.instanceTags(nc, view.nc),
+			Subnets: launchSubnets(c.ice, view.nc), Tags: c.instanceTags(nc, view.nc),
+			Tenancy:       instancetype.Tenancy(nc.Spec.Requirements),
 			Context:       fleetContext(view.nc, nc),
 			ReservationID: reservation.ReservationID, ReservationType: reservation.ReservationType,
 		})
@@ -135,6 +137,7 @@ func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeC
 			// An earlier call with this token was applied: not a failure.
 			failed.Count(MethodCreate, err)
 		}
+		c.markSubnets(res.Errors)
 		if capacityType == wellknown.CapacityTypeReserved {
 			c.markReservationsFull(reservation.ReservationID, res.Errors)
 		} else {
@@ -323,6 +326,9 @@ func (c *Cloud) offerings(nc *karpv1.NodeClaim, view *classView, tokenRetry bool
 	allowedType := reqs.Get(wellknown.InstanceTypeLabel)
 	zones, cts := reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)
 	resReq := claimReservationReq(nc)
+	// Reserved offerings are marked by themselves only (Karpenter builds
+	// them apart); spot and on-demand also by their zone's subnets.
+	marked := unavailableIn(c.ice, view.nc)
 	var candidates []*scheduling.InstanceType
 	for _, it := range view.types {
 		if !allowedType.Matches(it.Name, true) {
@@ -330,9 +336,11 @@ func (c *Cloud) offerings(nc *karpv1.NodeClaim, view *classView, tokenRetry bool
 		}
 		var offs []scheduling.Offering
 		for _, o := range it.Offerings {
-			retried := tokenRetry && o.CapacityType == wellknown.CapacityTypeReserved && pinnedTo(resReq, o.ReservationID)
+			reserved := o.CapacityType == wellknown.CapacityTypeReserved
+			retried := tokenRetry && reserved && pinnedTo(resReq, o.ReservationID)
+			unavailable := (reserved && !retried && c.ice.Unavailable(o.CapacityType, it.Name, o.Zone)) || (!reserved && marked(o.CapacityType, it.Name, o.Zone))
 			if (o.Available || c.pinnedReservation(view, o, resReq)) && zones.Matches(o.Zone, true) && cts.Matches(o.CapacityType, true) &&
-				(retried || !c.ice.Unavailable(o.CapacityType, it.Name, o.Zone)) && c.reservedOffering(o, resReq) {
+				!unavailable && c.reservedOffering(o, resReq) {
 				offs = append(offs, o)
 			}
 		}
@@ -412,13 +420,19 @@ func (c *Cloud) retire(ctx context.Context, nc *karpv1.NodeClaim, why string) er
 }
 
 // record writes what was launched onto the claim: the instance's labels
-// (type, zone, capacity type and every single-valued instance-type label),
-// then status (provider ID, image, capacity, allocatable, Launched).
+// (type, zone, capacity type, tenancy and every single-valued instance-type
+// label), then status (provider ID, image, capacity, allocatable, Launched).
 func (c *Cloud) record(ctx context.Context, nc *karpv1.NodeClaim, inst *instance.Instance) (*karpv1.NodeClaim, error) {
 	labels := map[string]string{
 		wellknown.InstanceTypeLabel: inst.Type,
 		wellknown.ZoneLabel:         inst.Zone,
 		wellknown.CapacityTypeLabel: inst.CapacityType,
+		// As Karpenter's instance labels: what EC2 says, else what the
+		// launch asked for.
+		wellknown.InstanceTenancyLabel: inst.Tenancy,
+	}
+	if inst.Tenancy == "" {
+		labels[wellknown.InstanceTenancyLabel] = instancetype.Tenancy(nc.Spec.Requirements)
 	}
 	var it *scheduling.InstanceType
 	if nc.Spec.NodeClassRef != nil {

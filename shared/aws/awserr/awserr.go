@@ -32,6 +32,12 @@ var capacityCodes = map[string]bool{
 	"InsufficientCapacityOnHost":        true,
 }
 
+// SubnetOutOfAddresses is the CreateFleet error of an override whose
+// subnet has too few free IP addresses left: a capacity error of the
+// offering, and of the subnet for every offering in it (as Karpenter's
+// IsInsufficientFreeAddressesInSubnet).
+const SubnetOutOfAddresses = "InsufficientFreeAddressesInSubnet"
+
 // IsCapacityCode reports whether a CreateFleet error code means "no capacity
 // for this offering".
 func IsCapacityCode(code string) bool { return capacityCodes[code] }

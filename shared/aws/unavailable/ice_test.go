@@ -104,3 +104,43 @@ func TestCapacityTypeMark(t *testing.T) {
 		t.Error("the capacity-type mark did not expire")
 	}
 }
+
+// TestSubnetMark: a subnet out of addresses is marked as Karpenter's
+// MarkSubnetUnavailable marks it; the marks survive a save and a load
+// beside offering marks, and expire after the TTL.
+func TestSubnetMark(t *testing.T) {
+	ctx := context.Background()
+	e := kubetest.Need(t, env)
+	client, ns := e.Clients.Core, e.Namespace(t)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	c, err := Load(ctx, client.CoreV1(), ns, 3*time.Minute, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.MarkSubnet("subnet-0a1", "InsufficientFreeAddressesInSubnet")
+	if !c.SubnetUnavailable("subnet-0a1") || c.SubnetUnavailable("subnet-0a2") {
+		t.Fatal("subnet mark not visible in the same invocation")
+	}
+	c.MarkSubnet("subnet-0a2", "InsufficientFreeAddressesInSubnet")
+	c.Mark("spot", "m5.large", "us-west-2b", "InsufficientInstanceCapacity")
+	if err := c.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next, err := Load(ctx, client.CoreV1(), ns, 3*time.Minute, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !next.SubnetUnavailable("subnet-0a1") || !next.SubnetUnavailable("subnet-0a2") || next.SubnetUnavailable("subnet-0b1") {
+		t.Fatal("subnet marks after a load: want subnet-0a1 and subnet-0a2 only")
+	}
+	if !next.Unavailable("spot", "m5.large", "us-west-2b") || next.Unavailable("spot", "m5.large", "us-west-2a") {
+		t.Fatal("offering marks lost or widened beside subnet marks")
+	}
+	if got := next.Entries(); len(got) != 3 {
+		t.Fatalf("entries = %v, want 3", got)
+	}
+	clk.Step(3*time.Minute + time.Second)
+	if next.SubnetUnavailable("subnet-0a1") || next.SubnetUnavailable("subnet-0a2") {
+		t.Error("subnet marks did not expire")
+	}
+}

@@ -1,5 +1,6 @@
 // Package unavailable remembers offerings (capacity type, instance type, zone) that
-// recently failed for lack of capacity, in a ConfigMap shared by all invocations.
+// recently failed for lack of capacity, and subnets that ran out of
+// addresses, in a ConfigMap shared by all invocations.
 package unavailable
 
 import (
@@ -19,8 +20,8 @@ import (
 )
 
 // ConfigMapName holds the marks: key "<capacity-type>_<instance-type>_<zone>"
-// (ConfigMap keys allow only [-._a-zA-Z0-9]), value the RFC 3339 time the
-// mark expires.
+// or "subnet_<subnet-id>" (ConfigMap keys allow only [-._a-zA-Z0-9]), value
+// the RFC 3339 time the mark expires.
 const ConfigMapName = "karpless-unavailable-offerings"
 
 // Cache is a snapshot of the marks plus the ones added in this invocation.
@@ -55,6 +56,9 @@ func Key(capacityType, instanceType, zone string) string {
 	return capacityType + ":" + instanceType + ":" + zone
 }
 
+// subnetKey is the mark of a subnet; no capacity type is "subnet".
+func subnetKey(id string) string { return "subnet:" + id }
+
 // Unavailable reports whether the offering is marked, or its whole capacity
 // type is (MarkCapacityType), and the mark is live.
 func (c *Cache) Unavailable(capacityType, instanceType, zone string) bool {
@@ -67,6 +71,29 @@ func (c *Cache) Unavailable(capacityType, instanceType, zone string) bool {
 		}
 	}
 	return false
+}
+
+// MarkSubnet takes a subnet out for the TTL, as Karpenter's
+// MarkSubnetUnavailable when a launch into it met
+// InsufficientFreeAddressesInSubnet: launches use the zone's other
+// subnets, and a zone whose subnets are all marked offers no spot or
+// on-demand capacity (instancetype.Unavailable).
+func (c *Cache) MarkSubnet(id, reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := subnetKey(id)
+	until := c.clock.Now().Add(c.ttl)
+	c.marks[k] = until
+	c.added[k] = until
+	c.reasons[k] = reason
+}
+
+// SubnetUnavailable reports whether the subnet's mark is live.
+func (c *Cache) SubnetUnavailable(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until, ok := c.marks[subnetKey(id)]
+	return ok && c.clock.Now().Before(until)
 }
 
 // MarkCapacityType takes every offering of a capacity type out for the TTL,
@@ -173,17 +200,21 @@ func decode(data map[string]string, now time.Time) map[string]time.Time {
 	out := map[string]time.Time{}
 	for k, v := range data {
 		t, err := time.Parse(time.RFC3339, v)
-		parts := strings.Split(k, "_")
-		if err != nil || !t.After(now) || len(parts) != 3 {
+		if err != nil || !t.After(now) {
 			continue
 		}
-		out[Key(parts[0], parts[1], parts[2])] = t
+		switch parts := strings.Split(k, "_"); {
+		case len(parts) == 3:
+			out[Key(parts[0], parts[1], parts[2])] = t
+		case len(parts) == 2 && parts[0] == "subnet":
+			out[subnetKey(parts[1])] = t
+		}
 	}
 	return out
 }
 
 // encode stores marks under ConfigMap-safe keys: no capacity type,
-// instance type or zone name contains "_".
+// instance type, zone name or subnet id contains "_".
 func encode(m map[string]time.Time) map[string]string {
 	out := make(map[string]string, len(m))
 	for k, v := range m {

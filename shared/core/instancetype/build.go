@@ -189,6 +189,36 @@ func FilterByAMIs(types []*scheduling.InstanceType, amis []awsv1.AMI) []*schedul
 	return out
 }
 
+// Unavailable is Karpenter's IsUnavailable for a class's spot and
+// on-demand offerings, the predicate Build takes: an offering is
+// unavailable when it is marked (offering: itself or its capacity type,
+// after a capacity error), or when every one of the class's subnets in its
+// zone is marked out of addresses (subnet: after
+// InsufficientFreeAddressesInSubnet), so a launch does not try that zone
+// again until the marks expire. A zone with one subnet left is still
+// offered: the launch uses that subnet.
+func Unavailable(nc *awsv1.EC2NodeClass, offering func(capacityType, instanceType, zone string) bool, subnet func(id string) bool) func(capacityType, instanceType, zone string) bool {
+	byZone := map[string][]string{}
+	for _, s := range nc.Status.Subnets {
+		byZone[s.Zone] = append(byZone[s.Zone], s.ID)
+	}
+	return func(ct, it, zone string) bool {
+		if offering != nil && offering(ct, it, zone) {
+			return true
+		}
+		ids := byZone[zone]
+		if subnet == nil || len(ids) == 0 {
+			return false
+		}
+		for _, id := range ids {
+			if !subnet(id) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
 // Zones are the distinct zones of an EC2NodeClass's subnets, in status order.
 func Zones(nc *awsv1.EC2NodeClass) []string {
 	var out []string

@@ -256,3 +256,39 @@ func TestBuildTenancyChoices(t *testing.T) {
 		}
 	}
 }
+
+// TestUnavailable: an offering is out when it is marked or its zone has
+// no subnet of the class left that is not out of addresses (Karpenter's
+// IsUnavailable), and only then.
+func TestUnavailable(t *testing.T) {
+	nc := &awsv1.EC2NodeClass{}
+	nc.Status.Subnets = []awsv1.Subnet{{ID: "subnet-a1", Zone: "a"}, {ID: "subnet-a2", Zone: "a"}, {ID: "subnet-b1", Zone: "b"}}
+	marked := func(ct, it, zone string) bool { return ct == "spot" && it == "m5.large" && zone == "c" }
+	for _, tc := range []struct {
+		name     string
+		out      []string
+		ct, zone string
+		want     bool
+	}{
+		{"nothing marked", nil, "on-demand", "a", false},
+		{"the offering marked", nil, "spot", "c", true},
+		{"one of a zone's subnets out", []string{"subnet-a1"}, "on-demand", "a", false},
+		{"all of a zone's subnets out", []string{"subnet-a1", "subnet-a2"}, "on-demand", "a", true},
+		{"all of a zone's subnets out, spot too", []string{"subnet-a1", "subnet-a2"}, "spot", "a", true},
+		{"another zone's subnets out", []string{"subnet-b1"}, "on-demand", "a", false},
+		{"the only subnet out", []string{"subnet-b1"}, "on-demand", "b", true},
+		{"a zone without subnets", []string{"subnet-a1", "subnet-a2", "subnet-b1"}, "on-demand", "c", false},
+	} {
+		out := map[string]bool{}
+		for _, id := range tc.out {
+			out[id] = true
+		}
+		f := Unavailable(nc, marked, func(id string) bool { return out[id] })
+		if got := f(tc.ct, "m5.large", tc.zone); got != tc.want {
+			t.Errorf("%s: Unavailable(%s, %s) = %v, want %v", tc.name, tc.ct, tc.zone, got, tc.want)
+		}
+	}
+	if Unavailable(nc, nil, nil)("spot", "m5.large", "a") {
+		t.Error("no marks at all took an offering out")
+	}
+}

@@ -98,13 +98,15 @@ type itWorld struct {
 	zones  []string
 	prices Prices
 	marks  marks
-	pool   *karpv1.NodePool
+	// subnetsOut are the subnets marked out of addresses.
+	subnetsOut map[string]bool
+	pool       *karpv1.NodePool
 }
 
 func newITWorld(t *testing.T) *itWorld {
 	return &itWorld{
 		cat: fakeCatalog(t), nc: &awsv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}},
-		family: catalog.FamilyAL2023, zones: fakeZones, marks: marks{},
+		family: catalog.FamilyAL2023, zones: fakeZones, marks: marks{}, subnetsOut: map[string]bool{},
 		pool: &karpv1.NodePool{
 			ObjectMeta: metav1.ObjectMeta{Name: "default"},
 			Spec: karpv1.NodePoolSpec{Template: karpv1.NodeClaimTemplate{Spec: karpv1.NodeClaimTemplateSpec{
@@ -123,7 +125,7 @@ func req(key string, op corev1.NodeSelectorOperator, values ...string) karpv1.No
 func (w *itWorld) types(t *testing.T) []*scheduling.InstanceType {
 	t.Helper()
 	cfg := catalog.NodeConfigFor(w.nc, w.family)
-	types, err := Build(w.cat, cfg, w.zones, w.prices, w.marks.unavailable)
+	types, err := Build(w.cat, cfg, w.zones, w.prices, Unavailable(w.nc, w.marks.unavailable, func(id string) bool { return w.subnetsOut[id] }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -656,10 +658,33 @@ func TestConformanceInstanceTypeOfferings(t *testing.T) {
 			t.Fatalf("capacity types %v, want on-demand only", got)
 		}
 	})
-	conformance.Run(t, conformance.Case{Suite: itSuite, File: itFile,
-		Spec:    "InstanceTypeProvider > Insufficient Capacity Error Cache > should not return a zone when marking a zone as unavailable in the Insufficient Capacity Error Cache",
-		Differs: "a subnet that ran out of IP addresses is not remembered as unavailable for its zone; the next launch may try it again and fail over to the class's other subnets",
-	}, func(t *testing.T) {})
+	conformance.Run(t, itCase("Insufficient Capacity Error Cache > should not return a zone when marking a zone as unavailable in the Insufficient Capacity Error Cache"), func(t *testing.T) {
+		w := newITWorld(t)
+		// The suite's class resolves one subnet per zone.
+		w.nc.Status.Subnets = []awsv1.Subnet{{ID: "subnet-test1", Zone: "test-zone-1a"}, {ID: "subnet-test2", Zone: "test-zone-1b"}, {ID: "subnet-test3", Zone: "test-zone-1c"}}
+		zones := func() map[string]bool {
+			m := map[string]bool{}
+			for _, it := range w.types(t) {
+				for _, o := range available(it) {
+					m[o.Zone] = true
+				}
+			}
+			return m
+		}
+		if got := zones(); len(got) != 3 || !got["test-zone-1a"] || !got["test-zone-1b"] || !got["test-zone-1c"] {
+			t.Fatalf("zones %v, want test-zone-1a, 1b and 1c", got)
+		}
+		// unavailable.Cache.MarkSubnet, as a launch that met
+		// InsufficientFreeAddressesInSubnet marks each subnet of the zone.
+		for _, s := range w.nc.Status.Subnets {
+			if s.Zone == "test-zone-1a" {
+				w.subnetsOut[s.ID] = true
+			}
+		}
+		if got := zones(); len(got) != 2 || !got["test-zone-1b"] || !got["test-zone-1c"] {
+			t.Fatalf("zones %v, want test-zone-1b and 1c", got)
+		}
+	})
 
 	conformance.Run(t, itCase("CapacityType > should default to on-demand"), func(t *testing.T) {
 		w := newITWorld(t)

@@ -238,7 +238,7 @@ func TestWhatIfCommands(t *testing.T) {
 	for _, id := range []string{claimName, node} {
 		out, _ = cli(0, append([]string{"explain", "nodeclaim", id}, live...)...)
 		contains("explain nodeclaim "+id, out, "NodeClaim "+claimName+" (NodePool "+name+", EC2NodeClass "+name+"), node "+node+", instance i-0123456789abcdef0",
-			"runs as: m5.xlarge on-demand in us-east-1a, $0.1920/h", `pod `+ns+`/bound has "karpenter.sh/do-not-disrupt" annotation`)
+			"runs as: m5.xlarge on-demand in us-east-1a, $0.1920/h", `Pod has "karpenter.sh/do-not-disrupt" annotation (Pod=`+ns+`/bound)`)
 	}
 	_, errs = cli(1, append([]string{"explain", "nodeclaim", "nope"}, live...)...)
 	contains("explain missing nodeclaim", errs, "no NodeClaim or node named nope")

@@ -94,6 +94,13 @@ func (w *world) room() *room {
 				if k == wellknown.ZoneLabel || k == wellknown.CapacityTypeLabel || !scheduling.IsWellKnown(k) {
 					continue
 				}
+				if _, choice := it.LabelChoices[k]; choice {
+					// The launch picks one of the values (tenancy).
+					if !it.LabelMatches(reqs[k]) {
+						continue types
+					}
+					continue
+				}
 				v, ok := it.Labels[k]
 				if k == wellknown.InstanceTypeLabel {
 					v, ok = it.Name, true

@@ -1,5 +1,7 @@
 package record
 
+import "slices"
+
 // Level says which of an invocation's figures CloudWatch turns into metrics.
 // Every figure is written as a JSON log line at every level, so Logs
 // Insights can query all of them; a figure that is extracted also carries
@@ -45,13 +47,16 @@ func (l Level) Extracts(name string) bool {
 // by no alarm: a failing EC2 call fails its tick, which alarm 1 (the
 // functions' Errors) watches.
 func Alarmed(name string) bool {
-	switch name {
-	case "karpenter_scheduler_queue_depth",
+	return slices.Contains(AlarmedMetrics(), name)
+}
+
+// AlarmedMetrics are the metrics Alarmed names (the docs count them).
+func AlarmedMetrics() []string {
+	return []string{
+		"karpenter_scheduler_queue_depth",
 		"karpless_catalog_fallback",
 		"karpenter_cloudprovider_instance_launch_failures_total",
 		"karpenter_voluntary_disruption_queue_failures_total",
-		"karpless_paused":
-		return true
+		"karpless_paused",
 	}
-	return false
 }

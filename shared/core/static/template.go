@@ -133,6 +133,13 @@ func typeAllowed(it *scheduling.InstanceType, reqs scheduling.Requirements) bool
 		case wellknown.ZoneLabel, wellknown.CapacityTypeLabel, wellknown.HostnameLabel:
 			continue
 		}
+		if _, choice := it.LabelChoices[k]; choice {
+			// The launch picks one of the values (tenancy).
+			if !it.LabelMatches(reqs[k]) {
+				return false
+			}
+			continue
+		}
 		v, ok := it.Labels[k]
 		if !ok && !catalogKeys[k] {
 			continue

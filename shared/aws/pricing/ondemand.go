@@ -27,7 +27,9 @@ type Traffic struct {
 
 // priceQueries are the two queries the reference provider makes for
 // Linux on-demand prices: shared-tenancy instances, and bare metal, which
-// the price list files as dedicated.
+// the price list files as dedicated. Dedicated Instances (instance-tenancy
+// dedicated) are priced as shared ones, as Karpenter v1.14.1 prices them:
+// it reads no other tenancy's prices.
 var priceQueries = [][2]string{{"Shared", "Compute Instance"}, {"Dedicated", "Compute Instance (bare metal)"}}
 
 // pricePages reads up to max pages (0: all) of the region's Linux

@@ -12,6 +12,7 @@ import (
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/cluster"
+	"github.com/karpless/karpless/shared/core/nodeclaim"
 	"github.com/karpless/karpless/shared/core/podutil"
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/wellknown"
@@ -69,6 +70,17 @@ func SimulationInput(snap *cluster.Snapshot, pending []*corev1.Pod, classes map[
 			sn.MarkedForDeletion = sn.MarkedForDeletion || claim.DeletionTimestamp != nil
 			sn.Deleting = sn.Deleting || claim.DeletionTimestamp != nil
 			sn.Price = claimPrice(claim, classes)
+			if n.Labels[wellknown.RegisteredLabel] != "true" {
+				// Joined, not registered yet: the kubelet could not give
+				// itself every label of its claim (NodeRestriction refuses
+				// node.kubernetes.io/team, kops.k8s.io/...), nor its taints.
+				// The node counts as registration will leave it, as
+				// Karpenter's state node reads an unregistered node's
+				// labels and taints from its NodeClaim: else the pods made
+				// for it would get another node.
+				reg, _ := nodeclaim.RegisteredNode(claim, n)
+				sn.Labels, sn.Taints = reg.Labels, reg.Spec.Taints
+			}
 			if sn.InFlight {
 				// Until the node is initialized, what it still reports as
 				// zero (a GPU before its device plugin runs) counts at what
@@ -99,6 +111,10 @@ func SimulationInput(snap *cluster.Snapshot, pending []*corev1.Pod, classes map[
 			MarkedForDeletion: claim.DeletionTimestamp != nil, Deleting: claim.DeletionTimestamp != nil,
 			Allocatable: claim.Status.Allocatable, Capacity: claim.Status.Capacity,
 			Price: claimPrice(claim, classes),
+			// What the node may still be beyond its labels: a pod the
+			// claim's requirements and types could meet waits for it.
+			Requirements:  requirementsOf(claim),
+			InstanceTypes: poolTypes(claim, classes),
 		}
 		if len(sn.Allocatable) == 0 {
 			// Not launched yet: assume the smallest of the types it may
@@ -173,6 +189,32 @@ func inFlightLabels(claim *karpv1.NodeClaim) map[string]string {
 	for _, r := range claim.Spec.Requirements {
 		if _, set := out[r.Key]; !set && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
 			out[r.Key] = r.Values[0]
+		}
+	}
+	return out
+}
+
+// requirementsOf is the claim's requirements, never nil (nil is a node's).
+func requirementsOf(claim *karpv1.NodeClaim) []karpv1.NodeSelectorRequirementWithMinValues {
+	if claim.Spec.Requirements == nil {
+		return []karpv1.NodeSelectorRequirementWithMinValues{}
+	}
+	return claim.Spec.Requirements
+}
+
+// poolTypes is the instance types the claim's instance-type requirement
+// allows, as its NodePool sees them (NodeOverlays); the solver narrows
+// them by the claim's other requirements.
+func poolTypes(claim *karpv1.NodeClaim, classes map[string]*scheduling.NodeClass) []*scheduling.InstanceType {
+	if claim.Spec.NodeClassRef == nil || classes[claim.Spec.NodeClassRef.Name] == nil {
+		return nil
+	}
+	class := classes[claim.Spec.NodeClassRef.Name].ForPool(claim.Labels[wellknown.NodePoolLabel])
+	allowed := scheduling.RequirementsFromNodePool(claim.Spec.Requirements).Get(wellknown.InstanceTypeLabel)
+	var out []*scheduling.InstanceType
+	for _, it := range class.InstanceTypes {
+		if allowed.Matches(it.Name, true) {
+			out = append(out, it)
 		}
 	}
 	return out

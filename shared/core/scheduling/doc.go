@@ -36,6 +36,12 @@
 // and, if it still fails, is retried after the rest of the queue as long as
 // the queue makes progress.
 //
+// A node takes a pod whose requirements its labels meet. An in-flight
+// NodeClaim with no Node yet (Node.Requirements set) takes one that some
+// launch it allows would meet: its labels where it has them, else its
+// requirements and instance types (Node.InstanceTypes), narrowed by each
+// pod placed on it in the solve.
+//
 // Resources are the scheduler's effective requests (init and sidecar
 // containers, overhead, in-place resizes) against allocatable; the overhead
 // of the DaemonSets that would run on a node (their tolerations and node

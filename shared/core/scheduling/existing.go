@@ -24,7 +24,20 @@ type existingNode struct {
 	usable   bool
 	placed   []*corev1.Pod
 	compat   map[int32]*Requirement // reqID -> first failing requirement (nil: ok)
-	demand   int                    // in-flight only: batch pods whose requirements its labels meet
+	demand   int                    // in-flight only: batch pods whose requirements it meets
+	// open is set for a NodeClaim whose Node has not joined yet: what its
+	// node may still be, beyond the labels certain.
+	open *openClaim
+}
+
+// openClaim is what a NodeClaim without a Node may still become: its
+// requirements and the instance types it may launch as, narrowed by the
+// pods the solve places on it (as Karpenter narrows an existing node's
+// requirements when it adds a pod), so that two pods wanting different
+// values of a key it leaves open do not both count on it.
+type openClaim struct {
+	reqs  Requirements
+	types []*InstanceType // nil: none known, type keys are read from reqs
 }
 
 // initExisting builds the existing nodes, real ones first, then in-flight
@@ -56,6 +69,9 @@ func (s *solver) initExisting() {
 			e.labels[wellknown.HostnameLabel] = n.Name
 		}
 		e.reqs = RequirementsFromLabels(e.labels)
+		if n.Requirements != nil {
+			e.open = s.openClaimOf(n, e.labels)
+		}
 		e.taints = s.effectiveTaints(n, pools[n.NodePool])
 		e.avail = s.d.vec(n.Allocatable)
 		if n.Requested != nil {
@@ -101,7 +117,7 @@ func (s *solver) initDemand() {
 		for id, n := range perReq {
 			bad, ok := e.compat[id]
 			if !ok {
-				bad = s.reqSets[id].MatchesLabels(e.labels)
+				bad = s.unmet(e, s.reqSets[id])
 				e.compat[id] = bad
 			}
 			if bad == nil {
@@ -177,11 +193,14 @@ func (s *solver) evalExisting(e *existingNode, p *podState) string {
 	}
 	bad, ok := e.compat[p.reqID]
 	if !ok {
-		bad = p.reqs.MatchesLabels(e.labels)
+		bad = s.unmet(e, p.reqs)
 		e.compat[p.reqID] = bad
 	}
 	if bad != nil {
 		v, has := e.labels[bad.Key]
+		if !has && e.open != nil {
+			return fmt.Sprintf("pod requires %s, which NodeClaim %s cannot launch with", bad, e.node.Name)
+		}
 		if !has {
 			return fmt.Sprintf("pod requires %s, node has no such label", bad)
 		}
@@ -206,7 +225,7 @@ func (s *solver) evalExisting(e *existingNode, p *podState) string {
 	if p.volAlts != nil {
 		ok := false
 		for _, alt := range p.volAlts {
-			if alt.MatchesLabels(e.labels) == nil {
+			if s.unmet(e, alt) == nil {
 				ok = true
 				break
 			}
@@ -233,5 +252,127 @@ func (s *solver) commitExisting(e *existingNode, p *podState) {
 		}
 	}
 	e.placed = append(e.placed, p.pod)
+	if e.open != nil {
+		s.narrowOpen(e, p.reqs)
+	}
 	s.recordPlacement(p, e)
+}
+
+// openClaimOf is what claim n may still become: its requirements, and
+// those of its instance types that meet them and its labels.
+func (s *solver) openClaimOf(n *Node, labels map[string]string) *openClaim {
+	o := &openClaim{reqs: RequirementsFromNodePool(n.Requirements)}
+	var typed []*Requirement
+	for _, k := range o.reqs.Keys() {
+		if _, set := labels[k]; !set && s.isTypeKey(k) {
+			typed = append(typed, o.reqs[k])
+		}
+	}
+	for k, v := range labels {
+		if s.isTypeKey(k) {
+			typed = append(typed, NewRequirement(k, corev1.NodeSelectorOpIn, v))
+		}
+	}
+	for _, it := range n.InstanceTypes {
+		if firstUnmetBy(it, typed) == nil {
+			o.types = append(o.types, it)
+		}
+	}
+	// With no type left to go by (the class no longer offers them), the
+	// claim's requirements say what it may be.
+	return o
+}
+
+// unmet returns the first of want that node e cannot meet, nil when it
+// meets them all. A node meets a requirement by its label. A NodeClaim
+// without a Node meets one, on a key it has no label for yet, when some
+// launch it allows would: on an instance attribute, one of its types
+// meets it (one type meets every such requirement of want); on another
+// key, its requirement there has values in common with want's, or it has
+// none and the key is a well-known one every node gets (the region, the
+// zone ID) or want lets the label be absent: as Karpenter's scheduler
+// judges a NodeClaim it opened in the same solve. Karpenter makes no pass
+// at all while a NodeClaim has no provider ID (its cluster state is not
+// synced until the launch resolves the labels); Karpless passes go on for
+// other pods, and the pods the claim could take wait for its launch as
+// they would have in Karpenter. A pod its launch then fails to meet gets
+// capacity in the pass after, from the claim's labels, as in Karpenter.
+func (s *solver) unmet(e *existingNode, want Requirements) *Requirement {
+	if e.open == nil {
+		return want.MatchesLabels(e.labels)
+	}
+	o := e.open
+	var typed []*Requirement
+	for _, k := range want.Keys() {
+		w := want[k]
+		if v, ok := e.labels[k]; ok {
+			if !w.Matches(v, true) {
+				return w
+			}
+			continue
+		}
+		if o.types != nil && s.isTypeKey(k) {
+			typed = append(typed, w)
+			continue
+		}
+		if h, ok := o.reqs[k]; ok {
+			if !h.HasIntersection(w) {
+				return w
+			}
+			continue
+		}
+		if !w.AllowsAbsent() && !IsWellKnown(k) {
+			return w
+		}
+	}
+	if len(typed) == 0 {
+		return nil
+	}
+	var first *Requirement
+	for _, it := range o.types {
+		bad := firstUnmetBy(it, typed)
+		if bad == nil {
+			return nil
+		}
+		if first == nil {
+			first = bad
+		}
+	}
+	return first
+}
+
+// narrowOpen narrows a NodeClaim without a Node to what it must be for
+// the pod just placed on it (want, which unmet found it can meet), and
+// forgets the compatibilities found before.
+func (s *solver) narrowOpen(e *existingNode, want Requirements) {
+	o := &openClaim{reqs: e.open.reqs.Copy(), types: e.open.types}
+	for _, k := range want.Keys() {
+		if _, ok := e.labels[k]; ok {
+			continue
+		}
+		w := want[k]
+		if o.types != nil && s.isTypeKey(k) {
+			var kept []*InstanceType
+			for _, it := range o.types {
+				if it.LabelMatches(w) {
+					kept = append(kept, it)
+				}
+			}
+			o.types = kept
+			continue
+		}
+		o.reqs.Add(w)
+	}
+	e.open = o
+	clear(e.compat)
+}
+
+// firstUnmetBy returns the first of reqs a node of type it cannot meet.
+func firstUnmetBy(it *InstanceType, reqs []*Requirement) *Requirement {
+	for _, r := range reqs {
+		if !it.LabelMatches(r) {
+			return r
+		}
+	}
+	return nil
 }

@@ -79,6 +79,17 @@ type Node struct {
 	Deleting bool
 	// Price is the $/h of its offering (for consolidation), 0 if unknown.
 	Price float64
+	// Requirements, non-nil for a NodeClaim whose Node has not joined yet
+	// (launched or not), are the claim's: Labels then hold only the values
+	// certain, and a pod goes on it when its requirements are compatible
+	// with these and with one of InstanceTypes (the types the claim may
+	// launch as), as they are for the pods the claim was made for. Until
+	// the launch names the type, a pod that requires an instance attribute
+	// (karpenter.k8s.aws/instance-local-nvme Gt 0) or a key the claim
+	// allows any value of must still see it as its capacity, or each pass
+	// would make another claim for it.
+	Requirements  []karpv1.NodeSelectorRequirementWithMinValues
+	InstanceTypes []*InstanceType
 }
 
 // NodeClass is the scheduling view of one EC2NodeClass.

@@ -48,15 +48,6 @@ func selecting(sel map[string]string, ops []corev1.NodeSelectorRequirement) func
 	}
 }
 
-// extraNode is why some cases are skipped: each ran twice, both times
-// with two nodes launched for the one pod. While the first NodeClaim waits
-// to launch (the hostile world's instance profile not yet propagated), a
-// later pass makes a second claim for the same pod when the pod requires a
-// label the unlaunched claim carries only as a requirement (an instance
-// attribute, a NodePool Exists key): Karpenter counts the in-flight claim as
-// the pod's capacity and launches one node.
-const extraNode = "Karpless launches a second node for the pod while its first NodeClaim waits to launch (reported; see extraNode)"
-
 // TestE2ESchedulingLabels ports the AWS provider's e2e scheduling suite's
 // label cases (test/suites/scheduling/scheduling.go, run by its
 // scheduling-strict and scheduling-besteffort suites): a pod that selects
@@ -69,14 +60,11 @@ func TestE2ESchedulingLabels(t *testing.T) {
 		sel   func(w *testworld.World) map[string]string
 		ops   []corev1.NodeSelectorRequirement
 		check func(t *testing.T, node *corev1.Node)
-		// differs, when set, is why Karpless does not pass the case yet.
-		differs bool
 	}
 	region := func(w *testworld.World) string { return w.Emu.Region() }
 	restricted := func(domain string) tc {
 		return tc{
-			name:    "restricted-domain-" + domain,
-			differs: domain != "node-restriction.kuberentes.io",
+			name: "restricted-domain-" + domain,
 			pool: func(*testworld.World) *karpv1.NodePool {
 				return e2eNodePool(
 					karpv1.NodeSelectorRequirementWithMinValues{Key: domain + "/team", Operator: corev1.NodeSelectorOpExists},
@@ -106,8 +94,7 @@ func TestE2ESchedulingLabels(t *testing.T) {
 		},
 		{
 			// "should support well-known labels for instance type selection"
-			name:    "instance-type-labels",
-			differs: true,
+			name: "instance-type-labels",
 			sel: func(*testworld.World) map[string]string {
 				return map[string]string{
 					wellknown.NodePoolLabel:                                    "default",
@@ -136,15 +123,13 @@ func TestE2ESchedulingLabels(t *testing.T) {
 		},
 		{
 			// "should support well-known labels for local NVME storage"
-			name:    "local-nvme",
-			differs: true,
-			ops:     []corev1.NodeSelectorRequirement{{Key: "karpenter.k8s.aws/instance-local-nvme", Operator: corev1.NodeSelectorOpGt, Values: []string{"0"}}},
+			name: "local-nvme",
+			ops:  []corev1.NodeSelectorRequirement{{Key: "karpenter.k8s.aws/instance-local-nvme", Operator: corev1.NodeSelectorOpGt, Values: []string{"0"}}},
 		},
 		{
 			// "should support well-known labels for encryption in transit"
-			name:    "encryption-in-transit",
-			differs: true,
-			ops:     []corev1.NodeSelectorRequirement{{Key: "karpenter.k8s.aws/instance-encryption-in-transit-supported", Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}}},
+			name: "encryption-in-transit",
+			ops:  []corev1.NodeSelectorRequirement{{Key: "karpenter.k8s.aws/instance-encryption-in-transit-supported", Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}}},
 		},
 		{
 			// "should support well-known deprecated labels". The e2e also
@@ -178,8 +163,7 @@ func TestE2ESchedulingLabels(t *testing.T) {
 		},
 		{
 			// "should support well-known labels for a gpu (nvidia)"
-			name:    "gpu-nvidia",
-			differs: true,
+			name: "gpu-nvidia",
 			sel: func(*testworld.World) map[string]string {
 				return map[string]string{
 					"karpenter.k8s.aws/instance-gpu-name":         "t4",
@@ -191,8 +175,7 @@ func TestE2ESchedulingLabels(t *testing.T) {
 		},
 		{
 			// "should support well-known labels for an accelerator (inferentia2)"
-			name:    "inferentia2",
-			differs: true,
+			name: "inferentia2",
 			sel: func(*testworld.World) map[string]string {
 				return map[string]string{
 					"karpenter.k8s.aws/instance-accelerator-name":         "inferentia",
@@ -209,9 +192,6 @@ func TestE2ESchedulingLabels(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if c.differs {
-				t.Skip(extraNode)
-			}
 			w := testworld.New(t, env, "provisioner")
 			pool := e2eNodePool()
 			if c.pool != nil {

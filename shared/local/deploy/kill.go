@@ -153,9 +153,7 @@ type Landmark struct {
 // LandmarkOf names the gap of calls (normalized by norm, which may be
 // nil) by its call and that call's occurrence.
 func LandmarkOf(calls []string, g Gap, norm func(string) string) Landmark {
-	if norm == nil {
-		norm = func(s string) string { return s }
-	}
+	norm = orSame(norm)
 	l := Landmark{Call: norm(calls[g.At-1]), After: g.After}
 	for _, c := range calls[:g.At] {
 		if norm(c) == l.Call {
@@ -169,14 +167,20 @@ func LandmarkOf(calls []string, g Gap, norm func(string) string) Landmark {
 // having been made already (by earlier invocations, for a landmark of
 // several invocations' calls); it fires at no call when skip >= Nth.
 func (l Landmark) Switch(norm func(string) string, skip int) *KillSwitch {
-	if norm == nil {
-		norm = func(s string) string { return s }
-	}
+	norm = orSame(norm)
 	nth := l.Nth - skip
 	if nth < 1 {
 		return &KillSwitch{}
 	}
 	return &KillSwitch{After: l.After, Nth: nth, Match: func(desc string) bool { return norm(desc) == l.Call }}
+}
+
+// orSame is norm, or no normalization when norm is nil.
+func orSame(norm func(string) string) func(string) string {
+	if norm == nil {
+		return func(s string) string { return s }
+	}
+	return norm
 }
 
 // Matched is how many calls the switch's Match accepted.
@@ -242,6 +246,9 @@ func CallKind(desc string) string {
 		segs = segs[min(2, len(segs)):]
 	case len(segs) > 0 && segs[0] == "apis":
 		segs = segs[min(3, len(segs)):]
+	}
+	if len(segs) == 0 {
+		return parts[0] + " " + parts[1] + " " + path // a group's or version's root
 	}
 	if len(segs) >= 2 && segs[0] == "namespaces" {
 		if len(segs) == 2 {

@@ -168,6 +168,7 @@ func TestCallKindAndSample(t *testing.T) {
 		"kube POST /api/v1/namespaces/default/events":                           "kube POST events",
 		"kube GET /api/v1/nodes?limit=500":                                      "kube GET nodes",
 		"kube DELETE /apis/karpenter.sh/v1/nodeclaims/default-x":                "kube DELETE nodeclaims",
+		"kube GET /api/v1": "kube GET /api/v1",
 	} {
 		if got := CallKind(in); got != want {
 			t.Errorf("CallKind(%q) = %q, want %q", in, got, want)

@@ -458,9 +458,9 @@ func TestBalancedConsolidationScoresTheMove(t *testing.T) {
 
 // TestNodePoolStatus: the disruption tick keeps each NodePool's status as
 // Karpenter does (Ready, NodeClassReady, ValidationSucceeded, resources,
-// nodes); a NodePool that fails Karpenter's runtime validation (a label
-// value the CRD lets through) is not Ready and provisions nothing, though
-// it outweighs the valid one. The pass publishes the status's resources and
+// nodes); a NodePool that fails Karpenter's runtime validation (a
+// capacity type no launch can have, which the CRD lets through) is not
+// Ready and provisions nothing, though it outweighs the valid one. The pass publishes the status's resources and
 // the NodePools' limits as Karpenter's usage and limit gauges.
 func TestNodePoolStatus(t *testing.T) {
 	w := newWorld(t)
@@ -470,7 +470,10 @@ func TestNodePoolStatus(t *testing.T) {
 	ctx := context.Background()
 	bad := deploy.DefaultNodePool("invalid")
 	bad.Spec.Weight = new(int32(100))
-	bad.Spec.Template.Labels = map[string]string{"team": "not a label value"}
+	// The CRD's schema checks label values; only the runtime validation
+	// knows the values karpenter.sh/capacity-type can take.
+	bad.Spec.Template.Spec.Requirements = append(bad.Spec.Template.Spec.Requirements, karpv1.NodeSelectorRequirementWithMinValues{
+		Key: wellknown.CapacityTypeLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"bogus"}})
 	if _, err := w.e.Clients.NodePools.Create(ctx, bad, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("the API server refused the NodePool (the scenario needs one only runtime validation rejects): %v", err)
 	}

@@ -516,20 +516,22 @@ func killEachCall(t *testing.T, w *testworld.World, c crashWorld, fault func(), 
 			for _, change := range cases {
 				n++
 				reset()
-				k := &testworld.KillSwitch{At: at, After: after}
+				// The kill point is named by its call's kind and occurrence,
+				// not its position: under a hostile world or a busy machine
+				// the two launches' calls interleave differently, and a kill
+				// by position would land at some other call.
+				mark := deploy.LandmarkOf(calls, deploy.Gap{At: at, After: after}, deploy.CallKind)
+				k := mark.Switch(deploy.CallKind, 0)
 				start := time.Now()
 				_, _ = killableEnv(t, w, c, k).Provisioner().Run(ctx, fmt.Sprintf("killed-%d-%s", at, when))
-				name := fmt.Sprintf("%s call %d (undisturbed: %s)", when, at, calls[at-1])
-				if got := k.Calls(); len(got) >= at {
-					name = fmt.Sprintf("%s call %d (%s)", when, at, got[at-1])
-				}
+				name := fmt.Sprintf("%s %s #%d (undisturbed call %d: %s)", when, mark.Call, mark.Nth, at, calls[at-1])
 				name += ", then " + change.name
-				if !k.Dead() {
+				if got := k.Calls(); !k.Dead() || k.At < 1 || len(got) < k.At {
 					// A hostile answer ended the tick before this call: still a
 					// tick that stopped half-way, checked the same.
 					unreached++
-				} else if got := k.Calls(); len(got) >= at {
-					landed[got[at-1]]++
+				} else {
+					landed[got[k.At-1]]++
 				}
 				before := inspect(w, c.emu)
 				pods := change.apply(t, w, c)

@@ -6,12 +6,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/conformance"
+	"github.com/karpless/karpless/shared/core/poolstatus"
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
 
@@ -19,8 +21,10 @@ import (
 // initialization_test.go, liveness_test.go), ported through the decisions
 // the lifecycle tick takes: NodeFor, RegisteredNode, NotInitializedReason
 // (the tick labels the node karpenter.sh/initialized and sets Initialized
-// when it returns ""), Timeout, and NodeClaim.IsManaged (the tick skips a
-// claim that is not). The registration hook cases are not ported: Karpless
+// when it returns ""), Timeout, NodeClaim.IsManaged (the tick skips a
+// claim that is not), and poolstatus.RecordRegistration (what the tick
+// writes on the NodePool when a claim registers or is given up on). The
+// registration hook cases are not ported: Karpless
 // has no hook mechanism (its one AWS use, the placement group partition,
 // is labelled at launch).
 
@@ -29,8 +33,6 @@ const (
 	initializationFile = "pkg/controllers/nodeclaim/lifecycle/initialization_test.go"
 	livenessFile       = "pkg/controllers/nodeclaim/lifecycle/liveness_test.go"
 	lifecycleSuite     = "core/nodeclaim/lifecycle"
-	// noRegistrationHealth is why the NodeRegistrationHealthy cases differ.
-	noRegistrationHealth = "Karpless does not keep the NodePool's NodeRegistrationHealthy condition (it stays as it was); a node that fails to register shows as a RegistrationTimeout or LaunchTimeout Event on its NodeClaim and in karpenter_nodeclaims_disrupted_total, and provisioning, which does not read the condition in Karpenter either, is unchanged"
 )
 
 var now = time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
@@ -78,6 +80,74 @@ func node(nc *karpv1.NodeClaim, mods ...func(*corev1.Node)) *corev1.Node {
 	return n
 }
 
+// testPool is test.NodePool() as stored: generation 1, its class's
+// generation observed, ValidationSucceeded and NodeClassReady True and
+// NodeRegistrationHealthy Unknown; uid tells apart a NodePool made again
+// under the same name.
+func testPool(uid types.UID) *karpv1.NodePool {
+	np := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default", UID: uid, Generation: 1}}
+	np.Status.NodeClassObservedGeneration = 1
+	for _, c := range []metav1.Condition{
+		{Type: karpv1.ConditionTypeValidationSucceeded, Status: metav1.ConditionTrue, Reason: karpv1.ConditionTypeValidationSucceeded},
+		{Type: karpv1.ConditionTypeNodeClassReady, Status: metav1.ConditionTrue, Reason: karpv1.ConditionTypeNodeClassReady},
+		{Type: karpv1.ConditionTypeNodeRegistrationHealthy, Status: metav1.ConditionUnknown, Reason: poolstatus.AwaitingReconciliationReason},
+	} {
+		c.ObservedGeneration, c.LastTransitionTime = np.Generation, metav1.NewTime(now)
+		meta.SetStatusCondition(&np.Status.Conditions, c)
+	}
+	return np
+}
+
+// ownedBy makes the claim np's, as the provisioner creates it: labelled
+// with its name, owned by its UID.
+func ownedBy(np *karpv1.NodePool, name string) func(*karpv1.NodeClaim) {
+	return func(nc *karpv1.NodeClaim) {
+		nc.Name, nc.UID = name, types.UID(name+"-uid")
+		nc.Labels[wellknown.NodePoolLabel] = np.Name
+		nc.OwnerReferences = []metav1.OwnerReference{{APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodePool", Name: np.Name, UID: np.UID, BlockOwnerDeletion: new(true)}}
+	}
+}
+
+// recordOn is what the tick writes on np for nc's outcome: the buffer
+// annotation and the conditions.
+func recordOn(np *karpv1.NodePool, nc *karpv1.NodeClaim, registered bool) {
+	buf, conds, ok := poolstatus.RecordRegistration(np, nc, registered, now)
+	if !ok {
+		return
+	}
+	if np.Annotations == nil {
+		np.Annotations = map[string]string{}
+	}
+	np.Annotations[poolstatus.RegistrationOutcomesAnnotation] = buf.Encode()
+	np.Status.Conditions = conds
+}
+
+// registerOn is the tick's registration of nc, with its success recorded
+// on np.
+func registerOn(t *testing.T, np *karpv1.NodePool, nc *karpv1.NodeClaim, nodes ...*corev1.Node) *corev1.Node {
+	t.Helper()
+	n, _ := register(t, nc, nodes...)
+	if n != nil {
+		recordOn(np, nc, true)
+	}
+	return n
+}
+
+// health is np's NodeRegistrationHealthy status ("" when it has none).
+func health(np *karpv1.NodePool) metav1.ConditionStatus {
+	if c := meta.FindStatusCondition(np.Status.Conditions, karpv1.ConditionTypeNodeRegistrationHealthy); c != nil {
+		return c.Status
+	}
+	return ""
+}
+
+func expectHealth(t *testing.T, np *karpv1.NodePool, want metav1.ConditionStatus) {
+	t.Helper()
+	if got := health(np); got != want {
+		t.Fatalf("NodeRegistrationHealthy %q, want %q (%+v)", got, want, np.Status.Conditions)
+	}
+}
+
 func unmanaged(nc *karpv1.NodeClaim) {
 	nc.Spec.NodeClassRef = &karpv1.NodeClassReference{Group: "karpenter.test.sh", Kind: "UnmanagedNodeClass", Name: "default"}
 }
@@ -112,11 +182,6 @@ func TestConformanceRegistration(t *testing.T) {
 	c := func(spec string) conformance.Case {
 		return conformance.Case{Suite: lifecycleSuite, File: registrationFile, Spec: "Registration > " + spec}
 	}
-	differs := func(spec string) conformance.Case {
-		cs := c(spec)
-		cs.Differs = noRegistrationHealth
-		return cs
-	}
 	taints := []corev1.Taint{
 		{Key: "custom-taint", Effect: corev1.TaintEffectNoSchedule, Value: "custom-value"},
 		{Key: "other-custom-taint", Effect: corev1.TaintEffectNoExecute, Value: "other-custom-value"},
@@ -132,7 +197,15 @@ func TestConformanceRegistration(t *testing.T) {
 		return func(nc *karpv1.NodeClaim) { nc.Spec.Taints, nc.Spec.StartupTaints = ts, sts }
 	}
 
-	conformance.Run(t, differs("Registration > should match the nodeClaim to the Node when the Node comes online"), func(t *testing.T) {})
+	conformance.Run(t, c("Registration > should match the nodeClaim to the Node when the Node comes online"), func(t *testing.T) {
+		np := testPool("np-uid")
+		nc := claim(ownedBy(np, "nc"))
+		n := registerOn(t, np, nc, node(nc))
+		if n == nil || !nc.IsTrue(karpv1.ConditionTypeRegistered) || nc.Status.NodeName != n.Name {
+			t.Fatal("not registered")
+		}
+		expectHealth(t, np, metav1.ConditionTrue)
+	})
 	conformance.Run(t, c("Registration > should ignore NodeClaims not managed by this Karpenter instance"), func(t *testing.T) {
 		nc := claim(unmanaged)
 		if n, _ := register(t, nc, node(nc)); n != nil || nc.IsTrue(karpv1.ConditionTypeRegistered) || nc.Status.NodeName != "" {
@@ -245,9 +318,71 @@ func TestConformanceRegistration(t *testing.T) {
 			t.Fatal("re-synced")
 		}
 	})
-	conformance.Run(t, differs("should add NodeRegistrationHealthy=true on the nodePool if registration succeeds and if it was previously false"), func(t *testing.T) {})
-	conformance.Run(t, differs("should not add NodeRegistrationHealthy=true on the nodePool if registration succeeds once and if it had previously failed twice in the registrationHealthBuffer"), func(t *testing.T) {})
-	conformance.Run(t, differs("should not update NodeRegistrationHealthy status condition if nodePool owning the nodeClaim is deleted"), func(t *testing.T) {})
+	conformance.Run(t, c("should add NodeRegistrationHealthy=true on the nodePool if registration succeeds and if it was previously false"), func(t *testing.T) {
+		np := testPool("np-uid")
+		meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeNodeRegistrationHealthy,
+			Status: metav1.ConditionFalse, Reason: "unhealthy", Message: "unhealthy", ObservedGeneration: np.Generation})
+		// Karpenter's case runs without the registrationhealth controller
+		// that would fill its buffer from the condition: the buffer is
+		// empty. Karpless's empty buffer is one kept for the NodePool's
+		// generations with no outcome in it.
+		np.Annotations = map[string]string{poolstatus.RegistrationOutcomesAnnotation: poolstatus.RegistrationOutcomes{
+			Generation: np.Generation, NodeClassGeneration: np.Status.NodeClassObservedGeneration}.Encode()}
+		nc := claim(ownedBy(np, "nc"))
+		n := registerOn(t, np, nc, node(nc))
+		if n == nil || !nc.IsTrue(karpv1.ConditionTypeRegistered) || nc.Status.NodeName != n.Name {
+			t.Fatal("not registered")
+		}
+		expectHealth(t, np, metav1.ConditionTrue)
+	})
+	conformance.Run(t, c("should not add NodeRegistrationHealthy=true on the nodePool if registration succeeds once and if it had previously failed twice in the registrationHealthBuffer"), func(t *testing.T) {
+		np := testPool("np-uid")
+		// Both launches fail; 6 minutes on, both are given up on.
+		for _, name := range []string{"nc-1", "nc-2"} {
+			nc := claim(ownedBy(np, name), failingLaunch)
+			if Timeout(nc, now.Add(6*time.Minute), registrationTTL) != LaunchTimeoutReason {
+				t.Fatalf("%s not given up on", name)
+			}
+			recordOn(np, nc, false)
+		}
+		expectHealth(t, np, metav1.ConditionFalse)
+		if buf, _ := poolstatus.StoredRegistrationOutcomes(np); buf.Health() != poolstatus.RegistrationUnhealthy {
+			t.Fatalf("buffer %+v is not unhealthy", buf)
+		}
+		nc := claim(ownedBy(np, "nc-3"))
+		if n := registerOn(t, np, nc, node(nc)); n == nil || !nc.IsTrue(karpv1.ConditionTypeRegistered) || nc.Status.NodeName != n.Name {
+			t.Fatal("not registered")
+		}
+		if buf, _ := poolstatus.StoredRegistrationOutcomes(np); buf.Health() != poolstatus.RegistrationUnhealthy {
+			t.Fatalf("buffer %+v is not unhealthy", buf)
+		}
+		expectHealth(t, np, metav1.ConditionFalse)
+	})
+	conformance.Run(t, c("should not update NodeRegistrationHealthy status condition if nodePool owning the nodeClaim is deleted"), func(t *testing.T) {
+		nc := claim(ownedBy(testPool("np-uid"), "nc"))
+		// The NodePool deleted and made again: another UID.
+		np := testPool("np-uid-2")
+		expectHealth(t, np, metav1.ConditionUnknown)
+		n := registerOn(t, np, nc, node(nc))
+		expectHealth(t, np, metav1.ConditionUnknown)
+		if _, ok := np.Annotations[poolstatus.RegistrationOutcomesAnnotation]; ok {
+			t.Fatal("the new NodePool's buffer holds the old one's claim")
+		}
+		if n == nil || !nc.IsTrue(karpv1.ConditionTypeRegistered) || nc.Status.NodeName != n.Name {
+			t.Fatal("not registered")
+		}
+	})
+}
+
+// registrationTTL is Karpenter's registrationTimeout, Karpless's default
+// REGISTRATION_TTL.
+const registrationTTL = 15 * time.Minute
+
+// failingLaunch is a claim whose launch failed at creation (Launched
+// False), as Karpenter's cases make it with no Create call allowed.
+func failingLaunch(nc *karpv1.NodeClaim) {
+	nc.Status.ProviderID = ""
+	nc.SetCondition(karpv1.ConditionTypeLaunched, metav1.ConditionFalse, "LaunchFailed", "no capacity", metav1.NewTime(now))
 }
 
 func TestConformanceInitialization(t *testing.T) {
@@ -362,12 +497,8 @@ func TestConformanceLiveness(t *testing.T) {
 	c := func(spec string) conformance.Case {
 		return conformance.Case{Suite: lifecycleSuite, File: livenessFile, Spec: "Liveness > " + spec}
 	}
-	const ttl = 15 * time.Minute // Karpenter's registrationTimeout, Karpless's default REGISTRATION_TTL
-	// failing is a claim whose launch failed at creation (Launched False).
-	failing := func(nc *karpv1.NodeClaim) {
-		nc.Status.ProviderID = ""
-		nc.SetCondition(karpv1.ConditionTypeLaunched, metav1.ConditionFalse, "LaunchFailed", "no capacity", metav1.NewTime(now))
-	}
+	const ttl = registrationTTL
+	failing := failingLaunch
 	timeout := func(t *testing.T, nc *karpv1.NodeClaim, after time.Duration, want string) {
 		t.Helper()
 		if !nc.IsManaged() {
@@ -417,13 +548,39 @@ func TestConformanceLiveness(t *testing.T) {
 		}, moved)
 		timeout(t, nc, 16*time.Minute, "")
 	})
-	for _, spec := range []string{
-		"should update NodeRegistrationHealthy status condition to False if it was previously set to True and there are >=2 registration failures",
-		"should update NodeRegistrationHealthy status condition to False if it was previously set to Unknown and there are >=2 registration failures",
-		"should not update NodeRegistrationHealthy status condition if nodePool owning the nodeClaim is deleted",
-	} {
-		cs := c(spec)
-		cs.Differs = noRegistrationHealth
-		conformance.Run(t, cs, func(t *testing.T) {})
+	// giveUp is the tick's liveness after: the claim given up on and its
+	// failure recorded on np.
+	giveUp := func(t *testing.T, np *karpv1.NodePool, nc *karpv1.NodeClaim, after time.Duration) {
+		t.Helper()
+		if Timeout(nc, now.Add(after), ttl) == "" {
+			t.Fatalf("%s not given up on after %s", nc.Name, after)
+		}
+		recordOn(np, nc, false)
 	}
+	twoFailures := func(previously metav1.ConditionStatus) func(t *testing.T) {
+		return func(t *testing.T) {
+			np := testPool("np-uid")
+			meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{Type: karpv1.ConditionTypeNodeRegistrationHealthy,
+				Status: previously, Reason: "Previously", ObservedGeneration: np.Generation})
+			nc1, nc2 := claim(ownedBy(np, "nc-1"), failing), claim(ownedBy(np, "nc-2"), failing)
+			giveUp(t, np, nc1, 6*time.Minute)
+			expectHealth(t, np, previously) // one failure in four is healthy
+			giveUp(t, np, nc2, 6*time.Minute)
+			expectHealth(t, np, metav1.ConditionFalse)
+			if c := meta.FindStatusCondition(np.Status.Conditions, karpv1.ConditionTypeNodeRegistrationHealthy); c.Reason != "LaunchFailed" || c.Message != "no capacity" {
+				t.Fatalf("NodeRegistrationHealthy %s: %s, want the failed launch's reason", c.Reason, c.Message)
+			}
+		}
+	}
+	conformance.Run(t, c("should update NodeRegistrationHealthy status condition to False if it was previously set to True and there are >=2 registration failures"),
+		twoFailures(metav1.ConditionTrue))
+	conformance.Run(t, c("should update NodeRegistrationHealthy status condition to False if it was previously set to Unknown and there are >=2 registration failures"),
+		twoFailures(metav1.ConditionUnknown))
+	conformance.Run(t, c("should not update NodeRegistrationHealthy status condition if nodePool owning the nodeClaim is deleted"), func(t *testing.T) {
+		nc := claim(ownedBy(testPool("np-uid"), "nc"), failing)
+		np := testPool("np-uid-2") // deleted and made again: another UID
+		expectHealth(t, np, metav1.ConditionUnknown)
+		giveUp(t, np, nc, 20*time.Minute)
+		expectHealth(t, np, metav1.ConditionUnknown)
+	})
 }

@@ -1,6 +1,7 @@
 // Package poolstatus computes a NodePool's status as Karpenter keeps it:
-// its conditions (ValidationSucceeded, NodeClassReady, Ready) and the
-// resources and node count of what it owns, from plain objects.
+// its conditions (ValidationSucceeded, NodeClassReady, Ready,
+// NodeRegistrationHealthy) and the resources and node count of what it
+// owns, from plain objects.
 package poolstatus
 
 import (
@@ -194,7 +195,9 @@ func Usable(np *karpv1.NodePool) error {
 // when there is none): ValidationSucceeded, NodeClassReady, and Ready, true
 // when both are (operatorpkg's root condition: False with reason
 // UnhealthyDependents, listing them). Each keeps its lastTransitionTime
-// while its status does not change.
+// while its status does not change. NodeRegistrationHealthy, which the
+// lifecycle tick sets (RecordRegistration) and Ready does not depend on,
+// is only reset here when the NodePool or its class changed.
 //
 // A NodePool Karpless does not manage (Managed) keeps its conditions.
 func Conditions(np *karpv1.NodePool, class *awsv1.EC2NodeClass, now time.Time) []metav1.Condition {
@@ -222,6 +225,7 @@ func Conditions(np *karpv1.NodePool, class *awsv1.EC2NodeClass, now time.Time) [
 	default:
 		set(karpv1.ConditionTypeNodeClassReady, metav1.ConditionTrue, karpv1.ConditionTypeNodeClassReady, "")
 	}
+	registrationHealthReset(np, class, &conds, now)
 	var unhealthy []string
 	for _, typ := range []string{karpv1.ConditionTypeValidationSucceeded, karpv1.ConditionTypeNodeClassReady} {
 		if c := meta.FindStatusCondition(conds, typ); c.Status != metav1.ConditionTrue {

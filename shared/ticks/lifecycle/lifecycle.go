@@ -96,6 +96,14 @@ func (l *Lifecycle) reconcile(ctx context.Context, nc *karpv1.NodeClaim, nodes [
 		} else {
 			l.Events.Warning(record.ObjectOf(nodeClaimGVK, nc), "RegistrationTimeout", "node did not register within %s; deleting the NodeClaim", l.RegistrationTTL)
 		}
+		// Recorded before the delete, so a pass killed in between records
+		// it on its next try (once: it is keyed by the claim). A NodePool
+		// that cannot be written now does not keep the claim, and the pods
+		// waiting on it, from being replaced: the outcome is lost, as when
+		// Karpenter restarts.
+		if err := l.recordRegistration(ctx, nc, false); err != nil {
+			l.Log.Warn("recording a failed registration on the nodepool", "nodeclaim", nc.Name, "error", err)
+		}
 		if err := l.Kube.DeleteNodeClaim(ctx, nc); err != nil {
 			return fmt.Errorf("retiring an unregistered claim: %w", err)
 		}
@@ -171,8 +179,8 @@ func (l *Lifecycle) reconcile(ctx context.Context, nc *karpv1.NodeClaim, nodes [
 }
 
 // register ties the Node to its claim: labels, taints, finalizer and owner
-// from the claim, the unregistered taint removed, then the claim marked
-// Registered. Each write is idempotent, so an interrupted pass is finished
+// from the claim, the unregistered taint removed, the success recorded on
+// the NodePool (recordRegistration), then the claim marked Registered. Each write is idempotent, so an interrupted pass is finished
 // by the next one.
 func (l *Lifecycle) register(ctx context.Context, nc *karpv1.NodeClaim, node *corev1.Node) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -191,6 +199,12 @@ func (l *Lifecycle) register(ctx context.Context, nc *karpv1.NodeClaim, node *co
 	})
 	if err != nil {
 		return fmt.Errorf("registering node %s: %w", node.Name, err)
+	}
+	// Recorded before the claim is marked Registered, for the same reason
+	// as a failure is before its delete; and, as in Karpenter, a NodePool
+	// that cannot be written does not hold the registration back.
+	if err := l.recordRegistration(ctx, nc, true); err != nil {
+		l.Log.Warn("recording a registration on the nodepool", "nodeclaim", nc.Name, "error", err)
 	}
 	now := metav1.NewTime(l.Clock.Now())
 	err = l.Kube.UpdateNodeClaimStatus(ctx, nc, func(c *karpv1.NodeClaim) {

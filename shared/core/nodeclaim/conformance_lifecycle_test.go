@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/conformance"
 	"github.com/karpless/karpless/shared/core/poolstatus"
@@ -111,7 +112,7 @@ func ownedBy(np *karpv1.NodePool, name string) func(*karpv1.NodeClaim) {
 // recordOn is what the tick writes on np for nc's outcome: the buffer
 // annotation and the conditions.
 func recordOn(np *karpv1.NodePool, nc *karpv1.NodeClaim, registered bool) {
-	buf, conds, ok := poolstatus.RecordRegistration(np, nc, registered, now)
+	buf, status, ok := poolstatus.RecordRegistration(np, nodeClass, nc, registered, now)
 	if !ok {
 		return
 	}
@@ -119,8 +120,11 @@ func recordOn(np *karpv1.NodePool, nc *karpv1.NodeClaim, registered bool) {
 		np.Annotations = map[string]string{}
 	}
 	np.Annotations[poolstatus.RegistrationOutcomesAnnotation] = buf.Encode()
-	np.Status.Conditions = conds
+	np.Status = status
 }
+
+// nodeClass is the NodePools' EC2NodeClass, at the generation they observed.
+var nodeClass = &awsv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default", Generation: 1}}
 
 // registerOn is the tick's registration of nc, with its success recorded
 // on np.

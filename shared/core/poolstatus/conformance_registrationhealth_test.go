@@ -86,11 +86,11 @@ func TestConformanceNodePoolRegistrationHealth(t *testing.T) {
 			np = stamped(np, nodeClass(1))
 			expectCondition(t, np.Status.Conditions, karpv1.ConditionTypeNodeRegistrationHealthy, status)
 			nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{UID: "nc-uid", OwnerReferences: []metav1.OwnerReference{{Kind: "NodePool", UID: np.UID}}}}
-			buf, conds, ok := RecordRegistration(np, nc, want == RegistrationUnhealthy, at)
+			buf, next, ok := RecordRegistration(np, nodeClass(1), nc, want == RegistrationUnhealthy, at)
 			if !ok || buf.Health() != want {
 				t.Fatalf("buffer %+v, health %v want %v", buf, buf.Health(), want)
 			}
-			expectCondition(t, conds, karpv1.ConditionTypeNodeRegistrationHealthy, status)
+			expectCondition(t, next.Conditions, karpv1.ConditionTypeNodeRegistrationHealthy, status)
 		}
 	}
 	conformance.Run(t, c("should not set NodeRegistrationHealthy status condition on nodePool as Unknown if it is already set to true"), kept(metav1.ConditionTrue, RegistrationHealthy))

@@ -140,30 +140,34 @@ func OwnedBy(nc *karpv1.NodeClaim, np *karpv1.NodePool) bool {
 // Karpenter's lifecycle controller records it (registration.go and
 // liveness.go, updateNodePoolRegistrationHealth): registered when its Node
 // registered, not when it was given up on (launch or registration
-// timeout). It returns np's buffer and conditions with the outcome in,
-// and ok false when np is not nc's NodePool (OwnedBy), which leaves np
-// as it is.
+// timeout). class is np's EC2NodeClass (nil when there is none). It
+// returns np's buffer and status with the outcome in, and ok false when np
+// is not nc's NodePool (OwnedBy), which leaves np as it is.
 //
 // A success sets NodeRegistrationHealthy True if the buffer, with it, is
 // healthy; a failure sets it False (with the launch's reason when the
 // launch failed, else RegistrationFailed) if the buffer, with it, is
-// unhealthy and it is not False already. A condition missing or set
-// under an earlier NodePool generation is reset first (Unknown, the buffer
-// emptied), as Karpenter's registrationhealth controller would; with no
-// buffer for the NodePool's generation, the buffer starts from the
-// condition (True one success, False two failures), as Karpenter's does
-// after a restart. Recording the same claim again changes nothing.
-func RecordRegistration(np *karpv1.NodePool, nc *karpv1.NodeClaim, registered bool, now time.Time) (RegistrationOutcomes, []metav1.Condition, bool) {
+// unhealthy and it is not False already. A reset that is due (see
+// registrationResetDue) is done first, as Karpenter's registrationhealth
+// controller, which resets when the NodePool or class changes, would have
+// done it before the outcome came; with no buffer for the NodePool's
+// generations, the buffer starts from the condition (True one success,
+// False two failures), as Karpenter's does after a restart. Recording the
+// same claim again changes nothing.
+func RecordRegistration(np *karpv1.NodePool, class *awsv1.EC2NodeClass, nc *karpv1.NodeClaim, registered bool, now time.Time) (RegistrationOutcomes, karpv1.NodePoolStatus, bool) {
 	if !OwnedBy(nc, np) {
-		return RegistrationOutcomes{}, nil, false
+		return RegistrationOutcomes{}, karpv1.NodePoolStatus{}, false
 	}
-	conds := slices.Clone(np.Status.Conditions)
-	cond := meta.FindStatusCondition(conds, karpv1.ConditionTypeNodeRegistrationHealthy)
-	reset := cond == nil || cond.ObservedGeneration != np.Generation
+	status := *np.Status.DeepCopy()
+	cond := meta.FindStatusCondition(status.Conditions, karpv1.ConditionTypeNodeRegistrationHealthy)
+	reset := registrationResetDue(np, class, cond)
+	if class != nil {
+		status.NodeClassObservedGeneration = class.Generation
+	}
 	buf, ok := StoredRegistrationOutcomes(np)
 	if reset || !ok {
-		buf = RegistrationOutcomes{Generation: np.Generation, NodeClassGeneration: np.Status.NodeClassObservedGeneration}
-		if !reset {
+		buf = RegistrationOutcomes{Generation: np.Generation, NodeClassGeneration: status.NodeClassObservedGeneration}
+		if !reset && cond != nil {
 			switch cond.Status {
 			case metav1.ConditionTrue:
 				buf = buf.with("", true)
@@ -175,16 +179,16 @@ func RecordRegistration(np *karpv1.NodePool, nc *karpv1.NodeClaim, registered bo
 		}
 	}
 	buf = buf.with(nc.UID, registered)
-	set := func(status metav1.ConditionStatus, reason, msg string) {
-		meta.SetStatusCondition(&conds, metav1.Condition{
-			Type: karpv1.ConditionTypeNodeRegistrationHealthy, Status: status, Reason: reason, Message: msg,
+	set := func(s metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+			Type: karpv1.ConditionTypeNodeRegistrationHealthy, Status: s, Reason: reason, Message: msg,
 			ObservedGeneration: np.Generation, LastTransitionTime: metav1.NewTime(now),
 		})
 	}
 	switch health := buf.Health(); {
 	case registered && health == RegistrationHealthy:
 		set(metav1.ConditionTrue, karpv1.ConditionTypeNodeRegistrationHealthy, "")
-	case !registered && health == RegistrationUnhealthy && (reset || cond.Status != metav1.ConditionFalse):
+	case !registered && health == RegistrationUnhealthy && (reset || cond == nil || cond.Status != metav1.ConditionFalse):
 		reason, msg := RegistrationFailedReason, "Failed to register node"
 		if launched := meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeLaunched); launched != nil && launched.Status != metav1.ConditionTrue {
 			reason, msg = launched.Reason, launched.Message
@@ -193,23 +197,27 @@ func RecordRegistration(np *karpv1.NodePool, nc *karpv1.NodeClaim, registered bo
 	case reset:
 		set(metav1.ConditionUnknown, AwaitingReconciliationReason, "object is awaiting reconciliation")
 	}
-	return buf, conds, true
+	return buf, status, true
 }
 
-// registrationHealthReset is Karpenter's registrationhealth controller: a
-// NodePool of an existing EC2NodeClass whose NodeRegistrationHealthy is
-// missing, was set under an earlier NodePool generation, or whose class
-// changed since its status last observed it, has it reset to Unknown (the
-// buffer, recorded under the older generations, is then no longer read:
-// StoredRegistrationOutcomes). A new NodePool is reset when this first
-// observes its class, as Karpenter's controller resets it when it is
-// created, before any of its nodes can register.
+// registrationResetDue is the rule of Karpenter's registrationhealth
+// controller: a NodePool of an existing EC2NodeClass whose
+// NodeRegistrationHealthy is missing, was set under an earlier NodePool
+// generation, or whose class changed since its status last observed it
+// (a new NodePool's never was) has it reset to Unknown and its buffer
+// emptied. Both writers of the condition, the disruption pass (Status)
+// and the lifecycle tick (RecordRegistration), apply it and write the
+// class generation they observed, so a buffer, stamped with the
+// generations it was recorded under, is read only while no reset came
+// after it (StoredRegistrationOutcomes).
+func registrationResetDue(np *karpv1.NodePool, class *awsv1.EC2NodeClass, cond *metav1.Condition) bool {
+	return class != nil && (cond == nil || cond.ObservedGeneration != np.Generation || np.Status.NodeClassObservedGeneration != class.Generation)
+}
+
+// registrationHealthReset resets NodeRegistrationHealthy when a reset is
+// due (registrationResetDue), for the disruption pass's status.
 func registrationHealthReset(np *karpv1.NodePool, class *awsv1.EC2NodeClass, conds *[]metav1.Condition, now time.Time) {
-	if class == nil {
-		return
-	}
-	c := meta.FindStatusCondition(*conds, karpv1.ConditionTypeNodeRegistrationHealthy)
-	if c != nil && c.ObservedGeneration == np.Generation && np.Status.NodeClassObservedGeneration == class.Generation {
+	if !registrationResetDue(np, class, meta.FindStatusCondition(*conds, karpv1.ConditionTypeNodeRegistrationHealthy)) {
 		return
 	}
 	meta.SetStatusCondition(conds, metav1.Condition{

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
+	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/poolstatus"
 	"github.com/karpless/karpless/shared/core/wellknown"
@@ -18,9 +19,9 @@ import (
 )
 
 // recordRegistration records nc's registration outcome on its NodePool
-// (poolstatus.RecordRegistration): first the buffer, in the NodePool's
-// annotation, then the NodeRegistrationHealthy condition the buffer
-// gives. Each write carries the resourceVersion of the NodePool it was
+// (poolstatus.RecordRegistration, given the NodePool's EC2NodeClass as
+// now): first the buffer, in the NodePool's annotation, then the
+// NodeRegistrationHealthy condition the buffer gives. Each write carries the resourceVersion of the NodePool it was
 // computed from, so a tick running beside this one, or the disruption
 // tick stamping the status, makes it read again and recompute instead of
 // losing the other's write. A tick killed between the two writes leaves
@@ -41,10 +42,14 @@ func (l *Lifecycle) recordRegistration(ctx context.Context, nc *karpv1.NodeClaim
 		if err != nil {
 			return err
 		}
-		buf, conds, ok := poolstatus.RecordRegistration(np, nc, registered, l.Clock.Now())
-		if !ok {
+		if !poolstatus.OwnedBy(nc, np) {
 			return nil
 		}
+		class, err := l.nodeClass(ctx, np)
+		if err != nil {
+			return err
+		}
+		buf, status, _ := poolstatus.RecordRegistration(np, class, nc, registered, l.Clock.Now())
 		if v := buf.Encode(); np.Annotations[poolstatus.RegistrationOutcomesAnnotation] != v {
 			// The resourceVersion is the precondition: a NodePool changed
 			// since it was read, or a namesake, refuses the patch (409).
@@ -59,12 +64,12 @@ func (l *Lifecycle) recordRegistration(ctx context.Context, nc *karpv1.NodeClaim
 				return err
 			}
 		}
-		if equality.Semantic.DeepEqual(np.Status.Conditions, conds) {
+		if equality.Semantic.DeepEqual(np.Status, status) {
 			return nil
 		}
 		before = meta.FindStatusCondition(np.Status.Conditions, karpv1.ConditionTypeNodeRegistrationHealthy)
-		after = meta.FindStatusCondition(conds, karpv1.ConditionTypeNodeRegistrationHealthy)
-		np.Status.Conditions = conds
+		after = meta.FindStatusCondition(status.Conditions, karpv1.ConditionTypeNodeRegistrationHealthy)
+		np.Status = status
 		_, err = l.Kube.NodePools.UpdateStatus(ctx, np, metav1.UpdateOptions{})
 		return err
 	})
@@ -79,4 +84,21 @@ func (l *Lifecycle) recordRegistration(ctx context.Context, nc *karpv1.NodeClaim
 			"status", after.Status, "reason", after.Reason, "message", after.Message)
 	}
 	return nil
+}
+
+// nodeClass is np's EC2NodeClass, nil when there is none (or np names
+// another provider's class).
+func (l *Lifecycle) nodeClass(ctx context.Context, np *karpv1.NodePool) (*awsv1.EC2NodeClass, error) {
+	ref := np.Spec.Template.Spec.NodeClassRef
+	if ref == nil || !poolstatus.Managed(np) {
+		return nil, nil
+	}
+	class, err := l.Kube.EC2NodeClasses.Get(ctx, ref.Name, metav1.GetOptions{})
+	if kube.IsGone(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading ec2nodeclass %s: %w", ref.Name, err)
+	}
+	return class, nil
 }

@@ -2,9 +2,13 @@ package pricing
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +36,9 @@ func pricingCase(spec string) conformance.Case {
 // pages of spot quotes and of on-demand prices (the shared-tenancy query;
 // the bare metal one has none), or failures.
 type priceWorld struct {
+	// types, when set, are the instance types EC2 lists (all alike but
+	// for their names).
+	types        []string
 	spotPages    [][]ec2types.SpotPrice
 	spotErr      error
 	spotInputs   []*ec2.DescribeSpotPriceHistoryInput
@@ -44,10 +51,23 @@ func (w *priceWorld) DescribeInstanceTypeOfferings(context.Context, *ec2.Describ
 	return &ec2.DescribeInstanceTypeOfferingsOutput{}, nil
 }
 
-// DescribeInstanceTypes fails: the build's types stand in, priced by what
-// the price list says.
+// DescribeInstanceTypes lists w.types, in one page; without them it
+// fails: the build's types stand in, priced by what the price list says.
 func (w *priceWorld) DescribeInstanceTypes(context.Context, *ec2.DescribeInstanceTypesInput, ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error) {
-	return nil, errors.New("UnauthorizedOperation: not in this test")
+	if w.types == nil {
+		return nil, errors.New("UnauthorizedOperation: not in this test")
+	}
+	out := &ec2.DescribeInstanceTypesOutput{}
+	for _, name := range w.types {
+		out.InstanceTypes = append(out.InstanceTypes, ec2types.InstanceTypeInfo{
+			InstanceType:  ec2types.InstanceType(name),
+			ProcessorInfo: &ec2types.ProcessorInfo{SupportedArchitectures: []ec2types.ArchitectureType{ec2types.ArchitectureTypeX8664}},
+			VCpuInfo:      &ec2types.VCpuInfo{DefaultVCpus: aws.Int32(2)},
+			MemoryInfo:    &ec2types.MemoryInfo{SizeInMiB: aws.Int64(4096)},
+			NetworkInfo:   &ec2types.NetworkInfo{MaximumNetworkInterfaces: aws.Int32(3), Ipv4AddressesPerInterface: aws.Int32(10)},
+		})
+	}
+	return out, nil
 }
 
 func pageOf[T any](pages [][]T, token *string) ([]T, *string) {
@@ -130,10 +150,53 @@ func TestConformancePricing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, entry := range []string{"aws", "aws-us-gov", "aws-cn"} {
-		conformance.Run(t, conformance.Case{Suite: "aws/providers/pricing", File: "pkg/controllers/providers/pricing/suite_test.go",
-			Spec:    "Pricing > On-Demand > should return correct static data for all partitions > " + entry,
-			Differs: "Karpless's build carries the on-demand prices of one region (us-east-1), not a static table per region: every other region reads its own from the Price List API at run time, and where that cannot be read (GovCloud, an isolated VPC, a failed read) us-east-1's prices order the instance types"}, func(*testing.T) {})
+	// Karpenter's static tables (InitialOnDemandPricesAWS, ...USGov,
+	// ...CN): per region, how many prices and a digest of them ("type=price"
+	// lines, sorted, the price as the shortest decimal), taken from its
+	// zz_generated.pricing_*.go apart from hack/staticprices, and a few
+	// prices read off them. Each region's book, before its price list is
+	// read, prices every type of its table at the table's price.
+	partitions := []struct {
+		entry   string
+		regions map[string]staticTable
+	}{
+		{"aws", map[string]staticTable{
+			"us-east-1": {1361, "cf7cb2350e9da2ccb212b20fed32e7173e448e77c6d43b063c4d1429e6a6c15d", map[string]float64{"c5.large": 0.085, "m7g.xlarge": 0.1632, "c3.2xlarge": 0.42}},
+		}},
+		{"aws-us-gov", map[string]staticTable{
+			"us-gov-east-1": {503, "89368653e620131136a3015d7943aff222f288d81478e52b7cba0a098ea22122", map[string]float64{"c5.large": 0.102, "m7g.xlarge": 0.2056}},
+			"us-gov-west-1": {724, "7f0cbcc1385d675a53eaec0739921d6646bd0646bf8ca12f3c738f398c7359b6", map[string]float64{"m5.large": 0.121, "m7g.xlarge": 0.2057}},
+		}},
+		{"aws-cn", map[string]staticTable{
+			"cn-north-1": {316, "ff500297dfd18a30eb21c47b73f450d8557968df2840c0d55aeda19a73069c16", map[string]float64{"c3.2xlarge": 4.217, "c5.large": 0.739}},
+		}},
+	}
+	for _, p := range partitions {
+		conformance.Run(t, pricingCase("On-Demand > should return correct static data for all partitions > "+p.entry), func(t *testing.T) {
+			for region, want := range p.regions {
+				table, from, err := StaticOnDemand(region)
+				if err != nil || from != region {
+					t.Fatalf("%s: static prices of %q, %v", region, from, err)
+				}
+				want.check(t, region, table)
+				// The region's book before its prices are read: EC2 lists
+				// every type of the table, the Price List API cannot be
+				// read (GovCloud has none; elsewhere it fails).
+				w := &priceWorld{types: slices.Sorted(maps.Keys(table))}
+				priceList := !strings.HasPrefix(region, "us-gov-")
+				w.odErr = errors.New("AccessDeniedException: not in this test")
+				b := newPricingSource(w, region, priceList).readBoth(t)
+				cat, fallback := b.Catalog(embedded)
+				if cat.Region != region || !slices.ContainsFunc(fallback, func(f string) bool { return strings.HasPrefix(f, "on-demand prices from the build ("+region+")") }) {
+					t.Errorf("%s: catalog of %s, fallback %q", region, cat.Region, fallback)
+				}
+				for name, price := range table {
+					if it, ok := cat.Get(name); !ok || it.OnDemandPrice != price {
+						t.Errorf("%s %s: %v %v, want the static %v", region, name, it, ok, price)
+					}
+				}
+			}
+		})
 	}
 	odWorld := func() *priceWorld {
 		return &priceWorld{spotPages: [][]ec2types.SpotPrice{{quote("test-zone-1a", "c99.large", "1.23", now)}}}
@@ -297,4 +360,30 @@ func TestConformancePricing(t *testing.T) {
 			}
 		}
 	})
+}
+
+// staticTable is what a region's static prices must be: how many, their
+// digest, and some of them.
+type staticTable struct {
+	count  int
+	digest string
+	some   map[string]float64
+}
+
+func (want staticTable) check(t *testing.T, region string, table map[string]float64) {
+	t.Helper()
+	lines := make([]string, 0, len(table))
+	for name, price := range table {
+		lines = append(lines, name+"="+strconv.FormatFloat(price, 'f', -1, 64)+"\n")
+	}
+	slices.Sort(lines)
+	sum := sha256.Sum256([]byte(strings.Join(lines, "")))
+	if len(table) != want.count || hex.EncodeToString(sum[:]) != want.digest {
+		t.Errorf("%s: %d static prices, digest %x; want Karpenter's %d, %s", region, len(table), sum, want.count, want.digest)
+	}
+	for name, price := range want.some {
+		if table[name] != price {
+			t.Errorf("%s %s: static %v, want %v", region, name, table[name], price)
+		}
+	}
 }

@@ -181,15 +181,17 @@ func TestLiveCatalogFallback(t *testing.T) {
 		region string
 		want   []string
 		types  int
+		// m5 is m5.large's price (0: the build's).
+		m5 float64
 	}{
 		"types fail": {failingTypes{&fakeEC2{now: clk.Now()}}, &fakePriceList{price: "0.2"}, "eu-central-1",
-			[]string{"instance types from the build: describing instance types: UnauthorizedOperation"}, embedded.Len()},
+			[]string{"instance types from the build: describing instance types: UnauthorizedOperation"}, embedded.Len(), 0},
 		"prices fail": {&fakeEC2{now: clk.Now()}, &fakePriceList{err: errors.New("ThrottlingException: Rate exceeded")}, "eu-central-1",
-			[]string{"on-demand prices from the build (us-east-1): reading on-demand prices (Compute Instance): ThrottlingException"}, 1},
+			[]string{"on-demand prices from the build (us-east-1): reading on-demand prices (Compute Instance): ThrottlingException"}, 1, 0},
 		"GovCloud": {&fakeEC2{now: clk.Now()}, nil, "us-gov-west-1",
-			[]string{"on-demand prices from the build (us-east-1): the Price List API does not serve us-gov-west-1"}, 1},
+			[]string{"on-demand prices from the build (us-gov-west-1): the Price List API does not serve us-gov-west-1"}, 1, 0.121},
 		"no prices in the list": {&fakeEC2{now: clk.Now()}, &fakePriceList{price: "0"}, "eu-central-1",
-			[]string{"on-demand prices from the build (us-east-1): reading on-demand prices: the price list has none for eu-central-1"}, 1},
+			[]string{"on-demand prices from the build (us-east-1): reading on-demand prices: the price list has none for eu-central-1"}, 1, 0},
 	} {
 		t.Run(name, func(t *testing.T) {
 			src := &Source{EC2: tc.ec2, PriceList: tc.prices, Region: tc.region, ConfigMap: fake.NewClientset().CoreV1(), Namespace: "kube-system", Clock: clk}
@@ -213,8 +215,12 @@ func TestLiveCatalogFallback(t *testing.T) {
 				t.Fatalf("%d types, want %d", cat.Len(), tc.types)
 			}
 			m5, _ := cat.Get("m5.large")
-			if built, _ := embedded.Get("m5.large"); name != "types fail" && m5.OnDemandPrice != built.OnDemandPrice {
-				t.Fatalf("build price not standing in: %v", m5.OnDemandPrice)
+			want := tc.m5
+			if built, _ := embedded.Get("m5.large"); want == 0 {
+				want = built.OnDemandPrice
+			}
+			if name != "types fail" && m5.OnDemandPrice != want {
+				t.Fatalf("m5.large at %v, want the static %v", m5.OnDemandPrice, want)
 			}
 		})
 	}

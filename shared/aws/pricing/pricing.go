@@ -44,6 +44,9 @@ type EC2 interface {
 
 // Book is the offerings and prices of one region at one time.
 type Book struct {
+	// Region is the region the book is of: its static on-demand prices
+	// stand in for a price list never read.
+	Region    string    `json:"region,omitempty"`
 	UpdatedAt time.Time `json:"updatedAt"`
 	// Zones lists, per instance type, the zones that offer it.
 	Zones map[string][]string `json:"zones"`
@@ -105,9 +108,11 @@ type catalogMemo struct {
 }
 
 // Catalog is the region's instance-type catalog as this book read it,
-// the build (embedded) standing in for a part that was never read.
-// fallback names each part the build stood in for, and why. The result is
-// built once per book and shared: treat it as read-only.
+// the build (embedded) standing in for a part that was never read: its
+// instance types, and the region's static on-demand prices
+// (StaticOnDemand). fallback names each part the build stood in for, and
+// why. The result is built once per book and shared: treat it as
+// read-only.
 func (b *Book) Catalog(embedded *catalog.Catalog) (cat *catalog.Catalog, fallback []string) {
 	if b.memo == nil {
 		b.memo = &catalogMemo{}
@@ -115,7 +120,11 @@ func (b *Book) Catalog(embedded *catalog.Catalog) (cat *catalog.Catalog, fallbac
 	m := b.memo
 	m.once.Do(func() {
 		l := b.Live
-		region := l.Region
+		region := b.Region
+		if region == "" {
+			// A book saved before it named its region.
+			region = l.Region
+		}
 		if region == "" {
 			region = embedded.Region
 		}
@@ -125,18 +134,55 @@ func (b *Book) Catalog(embedded *catalog.Catalog) (cat *catalog.Catalog, fallbac
 		if l.Types == nil {
 			m.fallback = append(m.fallback, "instance types from the build: "+orUnread(l.TypesError, l.NextTypes))
 		}
-		if l.OnDemand == nil {
-			m.fallback = append(m.fallback, "on-demand prices from the build ("+embedded.Region+"): "+orUnread(l.OnDemandError, l.NextPrices))
+		onDemand := l.OnDemand
+		if onDemand == nil {
+			var from string
+			onDemand, from = staticPrices(region, embedded)
+			m.fallback = append(m.fallback, "on-demand prices from the build ("+from+"): "+orUnread(l.OnDemandError, l.NextPrices))
 		}
-		if l.Types == nil && l.OnDemand == nil {
+		if l.Types == nil && region == embedded.Region && pricedAsBuilt(embedded, onDemand) {
+			// The build as it is (no copy to make).
 			m.cat = embedded
 			return
 		}
 		// Types EC2 describes with unusable facts (no ENI limits) are left
 		// out of the catalog: nothing could schedule onto them anyway.
-		m.cat, _ = embedded.Live(region, l.Types, l.OnDemand)
+		m.cat, _ = embedded.Live(region, l.Types, onDemand)
 	})
 	return m.cat, m.fallback
+}
+
+// pricedAsBuilt reports whether prices price every type of the build as
+// the build does.
+func pricedAsBuilt(embedded *catalog.Catalog, prices map[string]float64) bool {
+	for _, t := range embedded.All() {
+		if prices[t.Name] != t.OnDemandPrice {
+			return false
+		}
+	}
+	return true
+}
+
+// staticPrices are the on-demand prices that stand in for the region's
+// price list: its static table (StaticOnDemand) and, where that table is
+// of the build catalog's own region, the catalog's prices of the types
+// the table lacks (types newer than Karpenter's table), which are that
+// region's too. from names the table's region.
+func staticPrices(region string, embedded *catalog.Catalog) (prices map[string]float64, from string) {
+	prices, from, err := StaticOnDemand(region)
+	if err != nil {
+		// Not expected (the tables are compiled in and tested): the
+		// build's catalog prices, as before there were tables.
+		prices, from = map[string]float64{}, embedded.Region
+	}
+	if from == embedded.Region {
+		for _, t := range embedded.All() {
+			if _, ok := prices[t.Name]; !ok && t.OnDemandPrice > 0 {
+				prices[t.Name] = t.OnDemandPrice
+			}
+		}
+	}
+	return prices, from
 }
 
 func orUnread(why string, p *Progress) string {
@@ -241,7 +287,7 @@ func (s *Source) Get(ctx context.Context) (*Book, error) {
 	if !spotDue && !liveDue {
 		return stale, nil
 	}
-	next := &Book{}
+	next := &Book{Region: s.Region}
 	if stale != nil {
 		next.UpdatedAt, next.Zones, next.Spot, next.Live = stale.UpdatedAt, stale.Zones, stale.Spot, stale.Live
 	}
@@ -254,7 +300,7 @@ func (s *Source) Get(ctx context.Context) (*Book, error) {
 			// Nothing read yet: the build's catalog and estimated spot
 			// prices stand in (not saved, so the next tick reads again)
 			// rather than no launch at all.
-			return &Book{refreshErr: err.Error()}, nil
+			return &Book{Region: s.Region, refreshErr: err.Error()}, nil
 		default:
 			// Offerings and spot prices move slowly: an older book is
 			// better than no pass at all (a throttled call, an outage).
@@ -304,6 +350,11 @@ func (s *Source) decoded(cm *corev1.ConfigMap) *Book {
 	b, err := decode(cm.BinaryData["book"])
 	if err != nil {
 		return nil
+	}
+	if b.Region == "" {
+		// Saved before books named their region: the ConfigMap is this
+		// cluster's, so of this region.
+		b.Region = s.Region
 	}
 	s.remember(cm.ResourceVersion, b)
 	return b

@@ -350,7 +350,7 @@ func TestKilledBatchThenRedelivery(t *testing.T) {
 			}
 		}
 		if len(replacements) != 1 || len(launched) != 1 {
-			t.Errorf("%s: replacement claims %v, new instances %v; want one of each", name, replacements, launched)
+			t.Errorf("%s: replacement claims %v, new instances %v; want one of each; the world: %s", name, replacements, launched, describeWorld(w))
 		}
 		if twice := ev.twice(); len(twice) > 0 {
 			t.Errorf("%s: %v", name, twice)
@@ -401,4 +401,20 @@ func TestKilledBatchThenRedelivery(t *testing.T) {
 	}
 	w.AssertNoLeaks()
 	t.Logf("%d kill cases; the clock ran %s ahead", n, w.Clock.Skew().Round(time.Second))
+}
+
+// describeWorld lists the claims (created, type, node, deleting) and the
+// pods (node, nominated node, deleting), for a failure's message.
+func describeWorld(w *testworld.World) string {
+	var b strings.Builder
+	for _, nc := range w.Claims() {
+		fmt.Fprintf(&b, "\nclaim %s created %s type %s/%s/%s node %q launched %v deleting %v",
+			nc.Name, nc.CreationTimestamp.Format("15:04:05"), nc.Labels[wellknown.InstanceTypeLabel], nc.Labels[wellknown.CapacityTypeLabel],
+			nc.Labels[wellknown.ZoneLabel], nc.Status.NodeName, nc.IsTrue(v1.ConditionTypeLaunched), nc.DeletionTimestamp != nil)
+	}
+	for _, p := range w.ListPods() {
+		fmt.Fprintf(&b, "\npod %s created %s node %q nominated %q phase %s deleting %v",
+			p.Name, p.CreationTimestamp.Format("15:04:05"), p.Spec.NodeName, p.Status.NominatedNodeName, p.Status.Phase, p.DeletionTimestamp != nil)
+	}
+	return b.String()
 }

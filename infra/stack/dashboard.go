@@ -370,7 +370,7 @@ func (d dashboard) functions() []awscloudwatch.IWidget {
 		durations = append(durations, fn.MetricDuration(opts(name, "Maximum")))
 		throttles = append(throttles, fn.MetricThrottles(opts(name, "Sum")))
 	}
-	duration := graph("Function errors", 8, errs...)
+	failed := graph("Function errors", 8, errs...)
 	longest := awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
 		Title: jsii.String("Function duration, longest (ms)"),
 		Left:  &durations,
@@ -383,5 +383,5 @@ func (d dashboard) functions() []awscloudwatch.IWidget {
 		Width:  jsii.Number(8),
 		Height: jsii.Number(6),
 	})
-	return []awscloudwatch.IWidget{duration, longest, graph("Function throttles", 8, throttles...)}
+	return []awscloudwatch.IWidget{failed, longest, graph("Function throttles", 8, throttles...)}
 }

@@ -22,13 +22,18 @@ FUNCTIONS    := $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go)
 CDK_VERSION  ?= 2.1148.1
 CDK_DIR      := .tools/cdk
 CDK          := $(CDK_DIR)/node_modules/.bin/cdk
+# The browser tests (the demo report's layout) drive Debian's chromium with
+# playwright-core, pinned in .tools/playwright (no browser download: the
+# tests hand it the system's chromium).
+PLAYWRIGHT_DIR := .tools/playwright
+PLAYWRIGHT   := $(PLAYWRIGHT_DIR)/node_modules/playwright-core/package.json
 
 CLUSTER_NAME ?=
 CDK_ARGS     ?=
 # Identity of the CRDs the bootstrap embeds; a change makes CloudFormation re-run it.
 CRD_HASH     := $(shell cat shared/apis/crds/*.yaml 2>/dev/null | sha256sum | cut -c1-16)
 
-.PHONY: all demo test test-kills test-loaded soak-mutants conformance conformance-doc checks soak unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
+.PHONY: all demo test browser test-kills test-loaded soak-mutants conformance conformance-doc checks soak unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
 
 all: test
 
@@ -137,8 +142,8 @@ SLOW_TESTS := ./shared/ticks/interrupt ./shared/ticks/termination ./shared/local
 SHARDS := shared/ticks/provision='^Test(Killed|Static|Buffer)' shared/ticks/disrupt='^Test(Crash|Kill|Buffer|Abandon|Stale|ConsolidationInto|ConsolidationUses)'
 SOAK := shared/local/soak
 TEST_FLAGS := -count=1 -timeout 25m
-test: kube checks
-	@export KARPLESS_REQUIRE_KUBE=1 CDK_VALIDATION=false GOGC=$${GOGC:-200}; \
+test: kube browser checks
+	@export KARPLESS_REQUIRE_KUBE=1 KARPLESS_REQUIRE_BROWSER=1 CDK_VALIDATION=false GOGC=$${GOGC:-200}; \
 	logs=$$(mktemp -d); trap 'rm -rf $$logs' EXIT; pids=(); skip=(); n=0; \
 	for shard in $(SHARDS); do \
 		pkg=$${shard%%=*}; re=$${shard#*=}; skip+=("github.com/karpless/karpless/$$pkg"); \
@@ -167,6 +172,16 @@ build/%/bootstrap: FORCE
 	@mkdir -p $(@D)
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $@ ./functions/$*
 FORCE:
+
+## browser: Debian's chromium (apt-get, when missing) and the pinned
+## playwright-core that drives it headless. With KARPLESS_REQUIRE_BROWSER=1
+## (make test) a browser test fails when either is missing, never skips.
+browser: $(PLAYWRIGHT)
+	@command -v chromium >/dev/null || { sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+$(PLAYWRIGHT): $(PLAYWRIGHT_DIR)/package-lock.json
+	cd $(PLAYWRIGHT_DIR) && npm ci --no-audit --no-fund
+	touch $@
 
 ## cdk-cli: the pinned CDK CLI in a dot-folder Go's ./... skips.
 cdk-cli: $(CDK)

@@ -105,6 +105,7 @@ func configFromContext(app awscdk.App) (config, error) {
 		Paused:                    c.boolean("paused"),
 		NoAlarms:                  !c.booleanOr("alarms", true),
 		AlarmTopicARN:             c.str("alarmTopicArn", ""),
+		NoDashboard:               !c.booleanOr("dashboard", true),
 		ReservedConcurrency:       c.integerOrNone("reservedConcurrency"),
 		VpcID:                     c.str("vpcId", ""),
 		SubnetIDs:                 c.list("subnetIds"),

@@ -181,25 +181,26 @@ func TestSettingsFromContext(t *testing.T) {
 	cfg, err := readConfig(t, map[string]interface{}{
 		"clusterName": "prod", "responsiveness": "economy", "batchIdleDuration": "500ms", "batchMaxDuration": "5s",
 		"spotToSpotConsolidation": "true", "logLevel": "debug", "paused": "true", "alarms": "false",
-		"alarmTopicArn": "arn:aws:sns:us-east-1:123456789012:oncall",
+		"alarmTopicArn": "arn:aws:sns:us-east-1:123456789012:oncall", "dashboard": "false",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := cfg.props
 	if p.Responsiveness != "economy" || p.BatchIdleDuration != 500*time.Millisecond || p.BatchMaxDuration != 5*time.Second ||
-		!p.SpotToSpotConsolidation || p.LogLevel != "debug" || !p.Paused || !p.NoAlarms || p.AlarmTopicARN != "arn:aws:sns:us-east-1:123456789012:oncall" {
+		!p.SpotToSpotConsolidation || p.LogLevel != "debug" || !p.Paused || !p.NoAlarms || p.AlarmTopicARN != "arn:aws:sns:us-east-1:123456789012:oncall" ||
+		!p.NoDashboard {
 		t.Errorf("props %+v", p)
 	}
 	cfg, err = readConfig(t, map[string]interface{}{"clusterName": "prod", "spotToSpotConsolidation": true, "paused": false, "alarms": true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !cfg.props.SpotToSpotConsolidation || cfg.props.Paused || cfg.props.NoAlarms {
+	if !cfg.props.SpotToSpotConsolidation || cfg.props.Paused || cfg.props.NoAlarms || cfg.props.NoDashboard {
 		t.Errorf("cdk.json booleans: %+v", cfg.props)
 	}
-	_, err = readConfig(t, map[string]interface{}{"clusterName": "prod", "batchIdleDuration": "soon", "batchMaxDuration": 10, "paused": "perhaps", "alarms": "on"})
-	for _, want := range []string{"batchIdleDuration: want a duration such as 1s", "batchMaxDuration: want a duration", "paused: want true or false", "alarms: want true or false"} {
+	_, err = readConfig(t, map[string]interface{}{"clusterName": "prod", "batchIdleDuration": "soon", "batchMaxDuration": 10, "paused": "perhaps", "alarms": "on", "dashboard": "maybe"})
+	for _, want := range []string{"batchIdleDuration: want a duration such as 1s", "batchMaxDuration: want a duration", "paused: want true or false", "alarms: want true or false", "dashboard: want true or false"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v lacks %q", err, want)
 		}

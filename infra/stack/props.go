@@ -183,6 +183,9 @@ type Props struct {
 	NoAlarms bool
 	// AlarmTopicARN, when set, is an SNS topic each alarm notifies.
 	AlarmTopicARN string
+	// NoDashboard leaves out the CloudWatch dashboard (dashboard=false),
+	// $3 a month beyond an account's three free ones.
+	NoDashboard bool
 
 	// ReservedConcurrency, when positive, is reserved for each of the two
 	// scheduled functions (provisioner and disruption); 0, the default,

@@ -2,8 +2,8 @@
 // stack: the Lambda functions (four, and the watcher with responsiveness
 // continuous), their schedules, the interruption queue and its EventBridge
 // rules, least-privilege IAM roles, the node role, EKS access entries, the
-// bootstrap custom resource and the alarms on throttled and dropped
-// invocations.
+// bootstrap custom resource, the alarms on throttled and dropped
+// invocations and a CloudWatch dashboard.
 package stack
 
 import (
@@ -186,6 +186,8 @@ type Stack struct {
 	AccessEntries map[string]awseks.CfnAccessEntry
 	// Alarms, by construct ID (none with NoAlarms).
 	Alarms map[string]awscloudwatch.Alarm
+	// Dashboard is nil with NoDashboard.
+	Dashboard awscloudwatch.Dashboard
 }
 
 // NewStack validates props and defines the stack. It returns an error, and
@@ -229,6 +231,9 @@ func NewStack(scope constructs.Construct, id string, props Props) (*Stack, error
 	s.defineAccessEntries()
 	if !props.NoAlarms {
 		s.defineAlarms()
+	}
+	if !props.NoDashboard {
+		s.defineDashboard()
 	}
 	s.defineOutputs()
 	addNagSuppressions(s)

@@ -245,7 +245,8 @@ func TestTemplateSummary(t *testing.T) {
 		"AWS::IAM::Role":                      6,
 		"AWS::IAM::ManagedPolicy":             4,
 		// Throttles of 4 functions; dropped and schedule failures of 3.
-		"AWS::CloudWatch::Alarm": 10,
+		"AWS::CloudWatch::Alarm":     10,
+		"AWS::CloudWatch::Dashboard": 1,
 	}
 	for typ, n := range want {
 		check(t, typ, func() { tmpl.ResourceCountIs(jsii.String(typ), jsii.Number(n)) })

@@ -248,26 +248,51 @@ func TestConformanceStaticProvisioning(t *testing.T) {
 		})
 	}
 
+	// The predicate of Karpenter's NodePool watch, the watcher's here
+	// (Changed): a change it reports starts the provisioner within a
+	// batch's wait.
 	for _, e := range []struct {
 		entry              string
-		oldReady, newReady bool
 		oldRep, newRep     int64
+		oldReady, newReady bool
+		want               bool
 	}{
-		{"replica changed", false, false, 5, 3},
-		{"replica same, false → true", false, true, 5, 5},
-		{"replica same, true → false", true, false, 5, 5},
-		{"replica same, both true", true, true, 5, 5},
-		{"replica same, both false", false, false, 5, 5},
+		{"replica changed", 5, 3, false, false, true},
+		{"replica same, false → true", 5, 5, false, true, true},
+		{"replica same, true → false", 5, 5, true, false, false},
+		{"replica same, both true", 5, 5, true, true, false},
+		{"replica same, both false", 5, 5, false, false, false},
 	} {
-		c := provCase("Helper Functions > should detect replica or status changes > " + e.entry)
-		c.Differs = watchDiffers
-		conformance.Run(t, c, func(t *testing.T) {})
+		conformance.Run(t, provCase("Helper Functions > should detect replica or status changes > "+e.entry), func(t *testing.T) {
+			old, cur := watchedPool(e.oldRep, e.oldReady), watchedPool(e.newRep, e.newReady)
+			if got := ReplicaOrStatusChanged(old, cur); got != e.want {
+				t.Errorf("ReplicaOrStatusChanged %v, want %v", got, e.want)
+			}
+			if got := Changed(old, cur); got != e.want {
+				t.Errorf("Changed (the watcher's) %v, want %v", got, e.want)
+			}
+		})
 	}
 }
 
-// watchDiffers is why Karpenter's watch predicates have no counterpart.
-const watchDiffers = "no Karpless function watches NodePools: a static NodePool's replicas, or its becoming Ready, " +
-	"are acted on by the next provisioning or disruption tick (within a minute), whatever changed"
+// watchedPool is the NodePool of Karpenter's predicate tests as stored:
+// its conditions set as Karpenter's StatusConditions leaves them (the
+// root Ready follows ValidationSucceeded and NodeClassReady).
+func watchedPool(replicas int64, ready bool) *karpv1.NodePool {
+	np := staticPool("static", replicas)
+	set := func(typ string, status metav1.ConditionStatus) {
+		meta.SetStatusCondition(&np.Status.Conditions, metav1.Condition{Type: typ, Status: status, Reason: typ})
+	}
+	if ready {
+		set(karpv1.ConditionTypeValidationSucceeded, metav1.ConditionTrue)
+		set(karpv1.ConditionTypeNodeClassReady, metav1.ConditionTrue)
+		set(karpv1.ConditionTypeReady, metav1.ConditionTrue)
+	} else {
+		set(karpv1.ConditionTypeValidationSucceeded, metav1.ConditionFalse)
+		set(karpv1.ConditionTypeReady, metav1.ConditionFalse)
+	}
+	return np
+}
 
 func sorted(v []string) []string {
 	out := slices.Clone(v)
@@ -450,9 +475,25 @@ func TestConformanceStaticDeprovisioning(t *testing.T) {
 			}
 		})
 	}
-	for _, spec := range []string{"should detect replica changes", "should return false for identical replicas"} {
-		c := deprovCase("Reconcile > Helper Functions > hasNodePoolReplicaOrStatusChanged > " + spec)
-		c.Differs = watchDiffers
-		conformance.Run(t, c, func(t *testing.T) {})
+	helper := func(spec string, body func(t *testing.T)) {
+		run("Helper Functions > hasNodePoolReplicaOrStatusChanged > "+spec, body)
 	}
+	helper("should detect replica changes", func(t *testing.T) {
+		old, cur := staticPool("static", 5), staticPool("static", 10)
+		if !ReplicaCountChanged(old, cur) {
+			t.Error("ReplicaCountChanged false, want true")
+		}
+		if !Changed(old, cur) {
+			t.Error("Changed (the watcher's) false, want true")
+		}
+	})
+	helper("should return false for identical replicas", func(t *testing.T) {
+		old := staticPool("static", 5)
+		if ReplicaCountChanged(old, old) {
+			t.Error("ReplicaCountChanged true, want false")
+		}
+		if Changed(old, old) {
+			t.Error("Changed (the watcher's) true, want false")
+		}
+	})
 }

@@ -110,7 +110,7 @@ vet:
 ## test-kills: the kill tests with every kill point (KARPLESS_KILLS=all):
 ## make test kills each enumeration at the first gap of each kind of call
 ## and side, within its budget; CI (.ci/run) then runs every gap here.
-KILL_PKGS := ./shared/ticks/provision ./shared/ticks/disrupt ./shared/ticks/interrupt ./shared/ticks/termination ./shared/ticks/garbagecollection
+KILL_PKGS := ./shared/ticks/provision ./shared/ticks/disrupt ./shared/ticks/interrupt ./shared/ticks/termination ./shared/ticks/garbagecollection ./shared/ticks/bootstrap
 test-kills: kube
 	KARPLESS_KILLS=all KARPLESS_REQUIRE_KUBE=1 GOGC=$${GOGC:-200} $(GO) test $(TEST_FLAGS) -timeout 60m -run 'Kill|Crash' $(KILL_PKGS)
 

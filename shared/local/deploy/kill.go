@@ -220,6 +220,19 @@ func Sample(keys []string) []bool {
 	return run
 }
 
+// SampleSteps says which of count kill points made of distinct steps
+// (each step its own kind, as a bootstrap's install steps) to run: every
+// one with AllKills, else every nth from offset (mod n) and the last, so
+// that make test meets kills early, midway and at the end, and n runs
+// with offsets 0..n-1 would meet them all.
+func SampleSteps(count, n, offset int) []bool {
+	run := make([]bool, count)
+	for i := range run {
+		run[i] = AllKills() || n <= 1 || (i+offset)%n == 0 || i == count-1
+	}
+	return run
+}
+
 // SampleGaps is Sample over gaps of calls, keyed by side and the kind of
 // the call at the gap.
 func SampleGaps(calls []string, gaps []Gap) []bool {

@@ -24,6 +24,7 @@ import (
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/kube"
+	"github.com/karpless/karpless/shared/local/deploy"
 	"github.com/karpless/karpless/shared/local/kubetest"
 )
 
@@ -426,13 +427,20 @@ func TestUninstallKeepsCRDsUnlessAsked(t *testing.T) {
 var errKilled = errors.New("killed")
 
 // TestKilledInstallConverges stops an Install after each of its steps in
-// turn, then checks a full Install finishes the job.
+// turn (make test: a sample of them, deploy.SampleSteps), then checks a
+// full Install finishes the job.
 func TestKilledInstallConverges(t *testing.T) {
 	e := kubetest.Need(t, env)
 	c := e.Clients
 	o := defaultOpts()
 	steps := installSteps(o.withDefaults())
+	// make test kills after every third step and the last; make test-kills
+	// after each.
+	sample := deploy.SampleSteps(len(steps), 3, 0)
 	for k := range steps {
+		if !sample[k] {
+			continue
+		}
 		t.Run(fmt.Sprintf("after_%d_%s", k+1, strings.ReplaceAll(steps[k].name, " ", "_")), func(t *testing.T) {
 			reset(t, c)
 			ctx := testCtx(t)
@@ -469,7 +477,17 @@ func TestKilledUninstallConverges(t *testing.T) {
 		o := defaultOpts()
 		o.RemoveUserObjects = remove
 		steps := uninstallSteps(o.withDefaults())
+		// make test kills after every second step (the other half with
+		// the other option) and the last; make test-kills after each.
+		offset := 0
+		if remove {
+			offset = 1
+		}
+		sample := deploy.SampleSteps(len(steps), 2, offset)
 		for k := range steps {
+			if !sample[k] {
+				continue
+			}
 			t.Run(fmt.Sprintf("remove_%v_after_%d_%s", remove, k+1, strings.ReplaceAll(steps[k].name, " ", "_")), func(t *testing.T) {
 				reset(t, c)
 				ctx := testCtx(t)

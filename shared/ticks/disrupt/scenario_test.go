@@ -458,7 +458,7 @@ func TestBalancedConsolidationScoresTheMove(t *testing.T) {
 
 // TestNodePoolStatus: the disruption tick keeps each NodePool's status as
 // Karpenter does (Ready, NodeClassReady, ValidationSucceeded, resources,
-// nodes); a NodePool that fails Karpenter's runtime validation (a
+// nodes, and NodeRegistrationHealthy, which the provisioner sets); a NodePool that fails Karpenter's runtime validation (a
 // capacity type no launch can have, which the CRD lets through) is not
 // Ready and provisions nothing, though it outweighs the valid one. The pass publishes the status's resources and
 // the NodePools' limits as Karpenter's usage and limit gauges.
@@ -501,6 +501,11 @@ func TestNodePoolStatus(t *testing.T) {
 	good := get("default")
 	if cond(good, karpv1.ConditionTypeReady) != "True/Ready" || cond(good, karpv1.ConditionTypeNodeClassReady) != "True/NodeClassReady" || cond(good, karpv1.ConditionTypeValidationSucceeded) != "True/ValidationSucceeded" {
 		t.Errorf("default conditions %+v", good.Status.Conditions)
+	}
+	// Its nodes registered (the provisioner's lifecycle) and the
+	// disruption pass's stamps did not reset that.
+	if got := cond(good, karpv1.ConditionTypeNodeRegistrationHealthy); got != "True/NodeRegistrationHealthy" {
+		t.Errorf("default NodeRegistrationHealthy %s (%+v)", got, good.Status.Conditions)
 	}
 	claims := int64(len(w.claims()))
 	if good.Status.Nodes == nil || *good.Status.Nodes != claims || good.Status.Resources.Cpu().IsZero() {

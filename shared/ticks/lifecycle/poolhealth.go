@@ -21,10 +21,10 @@ import (
 // recordRegistration records nc's registration outcome on its NodePool
 // (poolstatus.RecordRegistration, given the NodePool's EC2NodeClass as
 // now): first the buffer, in the NodePool's annotation, then the
-// NodeRegistrationHealthy condition the buffer gives. Each write carries the resourceVersion of the NodePool it was
-// computed from, so a tick running beside this one, or the disruption
-// tick stamping the status, makes it read again and recompute instead of
-// losing the other's write. A tick killed between the two writes leaves
+// NodeRegistrationHealthy condition the buffer gives. Each write carries
+// the resourceVersion of the NodePool it was computed from, so a tick
+// running beside this one, or the disruption tick stamping the status,
+// makes it read again and recompute instead of losing the other's write. A tick killed between the two writes leaves
 // the outcome in the buffer; the next one finds the claim where it was
 // (not yet deleted, not yet Registered), records nothing new (outcomes are
 // keyed by NodeClaim UID) and writes the condition.

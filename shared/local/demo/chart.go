@@ -107,24 +107,46 @@ func methodName(m string) string {
 	return m
 }
 
-// The chart's geometry, in SVG user units (the page is 960 px wide).
+// chartSize is one layout of the chart. A viewBox scales its text with
+// the drawing, so one chart 960 units wide would draw 11-unit labels at 4 px
+// on a phone: the report draws the chart once per size and its CSS shows
+// the size that keeps every text at 10 px or more on the screen's width
+// (reportCSS). Lengths are SVG user units.
+type chartSize struct {
+	Name        string  // the SVG's class, which reportCSS shows or hides
+	W           float64 // width
+	Left, Right float64 // margins of the plots (the left one holds the values)
+	Font        float64 // labels, axes and notes
+	TitleFont   float64 // the panels' titles
+	NoteLeft    float64 // where the band notes start
+}
+
+// chartSizes are the chart's layouts, widest first. Each is shown where
+// the page's column is at least about its width, so it is scaled by 0.85
+// (a 320 px phone) or more: the smallest fonts are chosen for that.
+func chartSizes() []chartSize {
+	return []chartSize{
+		{Name: "wide", W: 960, Left: 64, Right: 20, Font: 11, TitleFont: 12, NoteLeft: 64},
+		{Name: "medium", W: 640, Left: 56, Right: 18, Font: 11, TitleFont: 12, NoteLeft: 56},
+		{Name: "narrow", W: 340, Left: 40, Right: 14, Font: 12, TitleFont: 13, NoteLeft: 4},
+	}
+}
+
+// Derived geometry.
+func (c chartSize) labelH() float64 { return c.Font + 4 }
+func (c chartSize) rowH() float64   { return c.Font + 8 }
+
 const (
-	chartW      = 960.0
-	chartLeft   = 64.0
-	chartRight  = 20.0
 	laneTop     = 6.0
-	rowH        = 19.0
-	labelH      = 15.0
-	labelFont   = 11.0
 	labelPad    = 3.0
 	labelGap    = 6.0
-	panelTitleH = 18.0
+	panelTitleH = 20.0
 	panelPlotH  = 96.0
 	panelGap    = 16.0
-	legendFont  = 12.0
 	// charWidth bounds a character of the labels' monospace font (0.60 em
 	// in DejaVu Sans Mono, Menlo, SF Mono; 0.55 em in Consolas), so a
-	// label's box holds its text.
+	// label's box holds its text; it is also the estimate for the notes'
+	// proportional font, whose characters average less.
 	charWidth = 0.62
 )
 
@@ -134,27 +156,34 @@ type labelBox struct {
 	At         float64 // the x its line starts from
 	Text       string
 	Class      string // step or band
+	Band       int    // the band's index, for a band's label
 }
 
-// layoutLabels places each label just right of its x (left of it when it
-// would run off the chart) in the first row where it overlaps no other
-// label, so labels of steps that start close together stack instead of
-// printing over each other; a label longer than the chart is cut. It
-// returns the boxes and the number of rows.
-func layoutLabels(items []labelBox, minX, maxX float64) ([]labelBox, int) {
+// layoutLabels places each label just right of its x in the first row
+// where it overlaps no other label, so labels of steps that start close
+// together stack instead of printing over each other. A step's label that
+// would run off the chart goes left of its line; a band's is pushed left
+// only as far as needed, so it still reaches over its band. A label longer
+// than the chart is cut. It returns the boxes, their rows' tops starting
+// at top, and the number of rows.
+func layoutLabels(items []labelBox, minX, maxX, top float64, c chartSize) ([]labelBox, int) {
 	sort.SliceStable(items, func(i, j int) bool { return items[i].At < items[j].At })
 	var rows [][]labelBox
 	out := make([]labelBox, 0, len(items))
-	limit := int((maxX - minX - 2*labelPad) / (labelFont * charWidth))
+	limit := int((maxX - minX - 2*labelPad) / (c.Font * charWidth))
 	for _, it := range items {
 		if utf8.RuneCountInString(it.Text) > limit {
 			it.Text = string([]rune(it.Text)[:limit-1]) + "…"
 		}
-		it.W = textWidth(it.Text, labelFont) + 2*labelPad
-		it.H = labelH
+		it.W = textWidth(it.Text, c.Font) + 2*labelPad
+		it.H = c.labelH()
 		it.X = it.At + 2
 		if it.X+it.W > maxX {
-			it.X = it.At - 2 - it.W
+			if it.Class == "band" {
+				it.X = maxX - it.W
+			} else {
+				it.X = it.At - 2 - it.W
+			}
 		}
 		it.X = max(it.X, minX)
 		r := 0
@@ -173,7 +202,7 @@ func layoutLabels(items []labelBox, minX, maxX float64) ([]labelBox, int) {
 		if r == len(rows) {
 			rows = append(rows, nil)
 		}
-		it.Y = laneTop + float64(r)*rowH
+		it.Y = top + float64(r)*c.rowH()
 		rows[r] = append(rows[r], it)
 		out = append(out, it)
 	}
@@ -185,14 +214,15 @@ func textWidth(s string, font float64) float64 {
 }
 
 // tickStep is the interval of the time axis's ticks: the smallest of the
-// usual clock intervals that gives at most 10 ticks over maxT seconds.
-func tickStep(maxT float64) float64 {
+// usual clock intervals that gives at most most ticks over maxT seconds.
+func tickStep(maxT float64, most int) float64 {
+	most = max(most, 2)
 	for _, s := range []float64{5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200} {
-		if maxT/s <= 10 {
+		if maxT/s <= float64(most) {
 			return s
 		}
 	}
-	return math.Ceil(maxT/10/3600) * 3600
+	return math.Ceil(maxT/float64(most)/3600) * 3600
 }
 
 // wrap breaks text into lines of at most width units at font size font.
@@ -231,12 +261,31 @@ func bandNote(b band, peak, peakT float64) string {
 	return what + "."
 }
 
+// bandLabel names a band on its top edge; a narrow chart has the short form.
+func bandLabel(method string, room float64, font float64) string {
+	long := method + ": replacements run beside the old nodes"
+	if textWidth(long, font)+2*labelPad <= room {
+		return long
+	}
+	return method + ": replacements beside old nodes"
+}
+
 func clockAt(sec float64) string { return clockString(time.Duration(sec * float64(time.Second))) }
 
-// renderTimeline draws the nodes, pending pods and $/hour panels on one
-// time axis, the steps' labels in a lane above them, the replacement
-// bands shaded across the panels with a note under the axis.
+// renderTimeline draws the chart in each of its sizes (chartSizes).
 func renderTimeline(tl timeline) template.HTML {
+	var b strings.Builder
+	for _, c := range chartSizes() {
+		b.WriteString(string(renderChart(tl, c)))
+	}
+	return template.HTML(b.String())
+}
+
+// renderChart draws the nodes, pending pods and $/hour panels on one time
+// axis, the steps' labels in a lane above them, each replacement band
+// shaded across the panels with its label on its top edge and a note under
+// the axis.
+func renderChart(tl timeline, c chartSize) template.HTML {
 	type series struct {
 		title, color, format string
 		value                func(sample) float64
@@ -253,29 +302,37 @@ func renderTimeline(tl timeline) template.HTML {
 	for _, m := range tl.Marks {
 		maxT = max(maxT, m.T)
 	}
-	plotL, plotR := chartLeft, chartW-chartRight
+	plotL, plotR := c.Left, c.W-c.Right
 	x := func(t float64) float64 { return plotL + (plotR-plotL)*min(max(t, 0), maxT)/maxT }
 
-	// The lane: step labels and band labels, laid out together.
+	// The lane: the steps' labels.
 	var items []labelBox
 	for i, m := range tl.Marks {
 		items = append(items, labelBox{At: x(m.T), Text: fmt.Sprintf("%d %s", i+1, m.Name), Class: "step"})
 	}
-	for _, b := range tl.Bands {
-		items = append(items, labelBox{At: x(b.Start), Text: fmt.Sprintf("%s: replacements run beside the old nodes", b.Method), Class: "band"})
+	labels, rows := layoutLabels(items, 0, c.W, laneTop, c)
+	// Under it, the bands' labels, each on its band's top edge: the band's
+	// shading starts at its label's row.
+	bandTop := laneTop + float64(rows)*c.rowH() + 4
+	items = items[:0]
+	for i, bd := range tl.Bands {
+		items = append(items, labelBox{At: x(bd.Start), Text: bandLabel(bd.Method, c.W/2, c.Font), Class: "band", Band: i})
 	}
-	labels, rows := layoutLabels(items, 0, chartW)
-	laneH := float64(rows)*rowH + 4
-	top := laneTop + laneH
+	bandLabels, bandRows := layoutLabels(items, 0, c.W, bandTop, c)
+	top := bandTop + float64(bandRows)*c.rowH()
 	panelH := panelTitleH + panelPlotH + panelGap
 	plotTop := func(i int) float64 { return top + float64(i)*panelH + panelTitleH }
 	bottom := plotTop(len(panels)-1) + panelPlotH
-	step := tickStep(maxT)
+	// Ticks far enough apart for their labels (mm:ss, with a gap).
+	step := tickStep(maxT, int((plotR-plotL)/(textWidth("00:00", c.Font)+c.Font)))
+	tickY := bottom + c.Font + 5
+	captionY := tickY + c.Font + 8
 
 	// The notes under the axis, one per band.
 	var notes [][]string
 	type peak struct{ t, cost float64 }
 	var peaks []peak
+	noteX := c.NoteLeft + 22
 	for _, b := range tl.Bands {
 		pk := peak{t: b.Start}
 		for _, s := range tl.Samples {
@@ -284,22 +341,25 @@ func renderTimeline(tl timeline) template.HTML {
 			}
 		}
 		peaks = append(peaks, pk)
-		notes = append(notes, wrap(bandNote(b, pk.cost, pk.t), plotR-plotL-24, legendFont))
+		notes = append(notes, wrap(bandNote(b, pk.cost, pk.t), c.W-c.Right-noteX, c.Font))
 	}
-	height := bottom + 34
+	lineH := c.Font + 5
+	noteTop := captionY + 12
+	height := noteTop
 	for _, n := range notes {
-		height += float64(len(n))*16 + 6
+		height += float64(len(n))*lineH + 8
 	}
 
 	var b strings.Builder
 	esc := template.HTMLEscapeString
-	fmt.Fprintf(&b, `<svg class="timeline" viewBox="0 0 %.0f %.0f" width="100%%" role="img" aria-label="Ready nodes, pending pods and cost over time" font-family="system-ui,-apple-system,'Segoe UI',Roboto,sans-serif" xmlns="http://www.w3.org/2000/svg">`, chartW, math.Ceil(height))
+	fmt.Fprintf(&b, `<svg class="timeline %s" viewBox="0 0 %.0f %.0f" width="100%%" role="img" aria-label="Ready nodes, pending pods and cost over time" font-family="system-ui,-apple-system,'Segoe UI',Roboto,sans-serif" xmlns="http://www.w3.org/2000/svg">`, c.Name, c.W, math.Ceil(height))
 	b.WriteString(`<rect x="0" y="0" width="100%" height="100%" fill="#fff"/>`)
-	// Replacement bands, under everything else.
-	for _, bd := range tl.Bands {
+	// Replacement bands, under everything else, each from its label's row.
+	for _, l := range bandLabels {
+		bd := tl.Bands[l.Band]
 		x0, x1 := x(bd.Start), x(bd.End)
-		fmt.Fprintf(&b, `<rect class="band" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#ff7f0e" fill-opacity="0.14"><title>%s</title></rect>`,
-			x0, plotTop(0), max(x1-x0, 2), bottom-plotTop(0), esc(bd.Method+": replacements run beside the old nodes until they drain"))
+		fmt.Fprintf(&b, `<rect class="band" data-band="%d" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#ff7f0e" fill-opacity="0.14"><title>%s</title></rect>`,
+			l.Band, x0, l.Y, max(x1-x0, 2), bottom-l.Y, esc(bd.Method+": replacements run beside the old nodes until they drain"))
 	}
 	for i, p := range panels {
 		pt := plotTop(i)
@@ -312,7 +372,7 @@ func renderTimeline(tl timeline) template.HTML {
 		}
 		y := func(v float64) float64 { return pt + panelPlotH*(1-v/maxV) }
 		// A white halo keeps the steps' lines from crossing the title.
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" font-size="12" font-weight="bold" fill="#222" stroke="#fff" stroke-width="4" paint-order="stroke">%s</text>`, plotL+3, pt-5, esc(p.title))
+		fmt.Fprintf(&b, `<text class="panel-title" x="%.0f" y="%.1f" font-size="%.0f" font-weight="bold" fill="#222" stroke="#fff" stroke-width="4" paint-order="stroke">%s</text>`, plotL+3, pt-6, c.TitleFont, esc(p.title))
 		// Grid: the maximum and about half of it (a whole number for the
 		// counts), the time ticks.
 		mid := maxV / 2
@@ -324,9 +384,9 @@ func renderTimeline(tl timeline) template.HTML {
 				continue
 			}
 			fmt.Fprintf(&b, `<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#eee"/>`, plotL, y(v), plotR, y(v))
-			fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" font-size="11" text-anchor="end" fill="#444">%s</text>`, plotL-5, y(v)+4, fmt.Sprintf(p.format, v))
+			fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" font-size="%.0f" text-anchor="end" fill="#444">%s</text>`, plotL-4, y(v)+4, c.Font, fmt.Sprintf(p.format, v))
 		}
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" font-size="11" text-anchor="end" fill="#444">0</text>`, plotL-5, pt+panelPlotH+4)
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" font-size="%.0f" text-anchor="end" fill="#444">0</text>`, plotL-4, pt+panelPlotH+4, c.Font)
 		for t := 0.0; t <= maxT+1e-9; t += step {
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#f0f0f0"/>`, x(t), pt, x(t), pt+panelPlotH)
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999"/>`, x(t), pt+panelPlotH, x(t), pt+panelPlotH+4)
@@ -348,43 +408,43 @@ func renderTimeline(tl timeline) template.HTML {
 			}
 		}
 	}
-	// The time axis's labels, under the last panel.
+	// The time axis's labels, under the last panel; the first and the last
+	// are kept inside the chart.
 	for t := 0.0; t <= maxT+1e-9; t += step {
 		anchor := "middle"
-		if t == 0 {
+		switch {
+		case t == 0:
 			anchor = "start"
+		case x(t)+textWidth("00:00", c.Font)/2 > c.W:
+			anchor = "end"
 		}
-		fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%.1f" font-size="11" text-anchor="%s" fill="#444">%s</text>`, x(t), bottom+16, anchor, clockAt(t))
+		fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%.1f" font-size="%.0f" text-anchor="%s" fill="#444">%s</text>`, x(t), tickY, c.Font, anchor, clockAt(t))
 	}
-	fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" font-size="11" text-anchor="end" fill="#666">minutes:seconds since the demo began (virtual clock)</text>`, plotR, bottom+30)
-	// Each label's line runs from its box down through the panels; the
-	// boxes are drawn over the lines so no line crosses a label's text.
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" font-size="%.0f" text-anchor="end" fill="#666">mm:ss since the demo began (virtual clock)</text>`, plotR, captionY, c.Font)
+	// Each step label's line runs from its box down through the panels;
+	// the boxes are drawn over the lines so no line crosses a label's text.
 	for _, l := range labels {
-		if l.Class == "band" {
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#e07b00" stroke-width="1.5"/>`, l.At, l.Y+l.H, l.At, plotTop(0))
-			continue
-		}
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#aaa" stroke-dasharray="4 3"/>`, l.At, l.Y+l.H, l.At, bottom)
 	}
-	for _, l := range labels {
-		fill, stroke, color := "#fff", "#ccc", "#333"
+	for _, l := range append(labels, bandLabels...) {
+		fill, stroke, color, data := "#fff", "#ccc", "#333", ""
 		if l.Class == "band" {
-			fill, stroke, color = "#fff3e0", "#e07b00", "#8a4b00"
+			fill, stroke, color, data = "#fff3e0", "#e07b00", "#8a4b00", fmt.Sprintf(` data-band="%d"`, l.Band)
 		}
-		fmt.Fprintf(&b, `<rect class="label %s" x="%.1f" y="%.1f" width="%.1f" height="%.1f" rx="2" fill="%s" stroke="%s"/>`, l.Class, l.X, l.Y, l.W, l.H, fill, stroke)
+		fmt.Fprintf(&b, `<rect class="label %s"%s x="%.1f" y="%.1f" width="%.1f" height="%.1f" rx="2" fill="%s" stroke="%s"/>`, l.Class, data, l.X, l.Y, l.W, l.H, fill, stroke)
 		fmt.Fprintf(&b, `<text class="label-text" x="%.1f" y="%.1f" font-size="%.0f" font-family="ui-monospace,SFMono-Regular,Menlo,Consolas,'DejaVu Sans Mono',monospace" fill="%s">%s</text>`,
-			l.X+labelPad, l.Y+labelH-4, labelFont, color, esc(l.Text))
+			l.X+labelPad, l.Y+l.H-4, c.Font, color, esc(l.Text))
 	}
 	// The notes: what a shaded band is, and the cost's peak in it.
-	ny := bottom + 34
+	ny := noteTop
 	for _, n := range notes {
-		fmt.Fprintf(&b, `<rect x="%.0f" y="%.1f" width="14" height="12" fill="#ff7f0e" fill-opacity="0.3" stroke="#e07b00"/>`, plotL, ny)
-		b.WriteString(`<text class="band-note" font-size="12" fill="#333">`)
+		fmt.Fprintf(&b, `<rect x="%.0f" y="%.1f" width="14" height="12" fill="#ff7f0e" fill-opacity="0.3" stroke="#e07b00"/>`, c.NoteLeft, ny)
+		fmt.Fprintf(&b, `<text class="band-note" font-size="%.0f" fill="#333">`, c.Font)
 		for k, line := range n {
-			fmt.Fprintf(&b, `<tspan x="%.0f" y="%.1f">%s</tspan>`, plotL+22, ny+10+float64(k)*16, esc(line))
+			fmt.Fprintf(&b, `<tspan x="%.0f" y="%.1f">%s</tspan>`, noteX, ny+c.Font-1+float64(k)*lineH, esc(line))
 		}
 		b.WriteString(`</text>`)
-		ny += float64(len(n))*16 + 6
+		ny += float64(len(n))*lineH + 8
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())

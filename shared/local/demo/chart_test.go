@@ -92,21 +92,36 @@ func hasClass(n svgNode, class string) bool {
 	return strings.Contains(" "+n.attr("class")+" ", " "+class+" ")
 }
 
-// TestTimelineChart renders a fixed timeline and checks what a reader
-// needs at a glance: no two labels overlap, each label's box holds its
-// text, the time axis has labelled ticks at a regular interval, and the
-// drift's replacement span is shaded and explained.
+// TestTimelineChart renders a fixed timeline in each of the chart's sizes
+// and checks what a reader needs at a glance: no two labels overlap, each
+// label's box holds its text, the time axis has labelled ticks at a
+// regular interval, and the drift's replacement span is shaded, labelled on
+// its top edge and explained.
 func TestTimelineChart(t *testing.T) {
 	tl := fixedTimeline()
-	out := string(renderTimeline(tl))
 	if path := os.Getenv("KARPLESS_CHART_OUT"); path != "" {
-		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(renderTimeline(tl)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+	wantTicks := map[string][]string{
+		"wide":   {"00:00", "01:00", "02:00", "03:00", "04:00", "05:00", "06:00", "07:00", "08:00", "09:00", "10:00"},
+		"medium": {"00:00", "01:00", "02:00", "03:00", "04:00", "05:00", "06:00", "07:00", "08:00", "09:00", "10:00"},
+		"narrow": {"00:00", "02:00", "04:00", "06:00", "08:00", "10:00"},
+	}
+	for _, c := range chartSizes() {
+		t.Run(c.Name, func(t *testing.T) { checkChart(t, tl, c, wantTicks[c.Name]) })
+	}
+}
+
+func checkChart(t *testing.T, tl timeline, c chartSize, wantTicks []string) {
+	out := string(renderChart(tl, c))
 	var root svgNode
 	if err := xml.Unmarshal([]byte(out), &root); err != nil {
 		t.Fatalf("the chart is not well-formed SVG: %v", err)
+	}
+	if !hasClass(root, c.Name) {
+		t.Errorf("the chart's class %q lacks %q, which the page's CSS shows it by", root.attr("class"), c.Name)
 	}
 	vb := strings.Fields(root.attr("viewBox"))
 	if len(vb) != 4 {
@@ -114,10 +129,14 @@ func TestTimelineChart(t *testing.T) {
 	}
 	width, _ := strconv.ParseFloat(vb[2], 64)
 	height, _ := strconv.ParseFloat(vb[3], 64)
+	if width != c.W {
+		t.Errorf("viewBox width %g, want %g", width, c.W)
+	}
 
 	type box struct {
 		x, y, w, h float64
 		class      string
+		band       string
 	}
 	var boxes []box
 	var texts []svgNode
@@ -127,7 +146,7 @@ func TestTimelineChart(t *testing.T) {
 	root.walk(func(n svgNode) {
 		switch {
 		case n.XMLName.Local == "rect" && hasClass(n, "label"):
-			boxes = append(boxes, box{n.num(t, "x"), n.num(t, "y"), n.num(t, "width"), n.num(t, "height"), n.attr("class")})
+			boxes = append(boxes, box{n.num(t, "x"), n.num(t, "y"), n.num(t, "width"), n.num(t, "height"), n.attr("class"), n.attr("data-band")})
 		case n.XMLName.Local == "text" && hasClass(n, "label-text"):
 			texts = append(texts, n)
 		case n.XMLName.Local == "text" && hasClass(n, "tick"):
@@ -138,6 +157,9 @@ func TestTimelineChart(t *testing.T) {
 			var lines []string
 			for _, l := range n.Nodes {
 				lines = append(lines, l.text())
+				if w := textWidth(l.text(), c.Font); l.num(t, "x")+w > width {
+					t.Errorf("note line %q runs to %.1f, past the chart's %g", l.text(), l.num(t, "x")+w, width)
+				}
 			}
 			notes = append(notes, strings.Join(lines, " "))
 		}
@@ -183,16 +205,21 @@ func TestTimelineChart(t *testing.T) {
 		t.Errorf("the first three steps' labels are in %d rows, want 3", len(rows))
 	}
 
-	// The time axis: a labelled tick a minute apart over ten minutes.
+	// The time axis: labelled ticks at a regular interval over ten minutes,
+	// each inside the chart.
 	var got []string
 	var xs []float64
 	for _, tk := range ticks {
 		got = append(got, tk.text())
 		xs = append(xs, tk.num(t, "x"))
+		w := textWidth(tk.text(), c.Font)
+		left := map[string]float64{"start": 0, "middle": w / 2, "end": w}[tk.attr("text-anchor")]
+		if x := tk.num(t, "x"); x-left < 0 || x-left+w > width {
+			t.Errorf("tick %q (anchor %s at %.1f) runs outside the chart", tk.text(), tk.attr("text-anchor"), x)
+		}
 	}
-	want := []string{"00:00", "01:00", "02:00", "03:00", "04:00", "05:00", "06:00", "07:00", "08:00", "09:00", "10:00"}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("time axis ticks %v, want %v", got, want)
+	if strings.Join(got, " ") != strings.Join(wantTicks, " ") {
+		t.Errorf("time axis ticks %v, want %v", got, wantTicks)
 	}
 	for i := 2; i < len(xs); i++ {
 		if d, d0 := xs[i]-xs[i-1], xs[1]-xs[0]; d-d0 > 0.2 || d0-d > 0.2 {
@@ -202,16 +229,32 @@ func TestTimelineChart(t *testing.T) {
 	}
 
 	// The drift: its two commands are one shaded span, from the first
-	// execution to the last old node's going, explained under the axis.
+	// execution to the last old node's going, labelled on its top edge and
+	// explained under the axis.
 	if len(tl.Bands) != 1 || tl.Bands[0].Start != 320 || tl.Bands[0].End != 450 || tl.Bands[0].Replacements != 4 {
 		t.Fatalf("bands %+v, want one drift band 320-450 with 4 replacements", tl.Bands)
 	}
 	if len(bandsDrawn) != 1 {
 		t.Fatalf("%d shaded bands, want 1", len(bandsDrawn))
 	}
-	plotW := chartW - chartLeft - chartRight
-	if x, w := bandsDrawn[0].num(t, "x"), bandsDrawn[0].num(t, "width"); abs(x-(chartLeft+plotW*320/600)) > 0.2 || abs(w-plotW*130/600) > 0.2 {
-		t.Errorf("band drawn at x=%.1f width %.1f, want %.1f and %.1f", x, w, chartLeft+plotW*320/600, plotW*130/600)
+	bd := bandsDrawn[0]
+	plotW := c.W - c.Left - c.Right
+	if x, w := bd.num(t, "x"), bd.num(t, "width"); abs(x-(c.Left+plotW*320/600)) > 0.2 || abs(w-plotW*130/600) > 0.2 {
+		t.Errorf("band drawn at x=%.1f width %.1f, want %.1f and %.1f", x, w, c.Left+plotW*320/600, plotW*130/600)
+	}
+	var label *box
+	for i := range boxes {
+		if hasClass(svgNode{Attrs: []xml.Attr{{Name: xml.Name{Local: "class"}, Value: boxes[i].class}}}, "band") {
+			label = &boxes[i]
+		}
+	}
+	switch {
+	case label == nil:
+		t.Error("the band has no label")
+	case label.band != bd.attr("data-band"):
+		t.Errorf("the band label names band %q, the band is %q", label.band, bd.attr("data-band"))
+	case label.y != bd.num(t, "y") || label.x >= bd.num(t, "x")+bd.num(t, "width") || label.x+label.w <= bd.num(t, "x"):
+		t.Errorf("the band's label at %+v is not on the band's top edge (x %.1f, y %.1f, width %.1f)", *label, bd.num(t, "x"), bd.num(t, "y"), bd.num(t, "width"))
 	}
 	if len(notes) != 1 {
 		t.Fatalf("%d band notes, want 1", len(notes))
@@ -221,7 +264,7 @@ func TestTimelineChart(t *testing.T) {
 			t.Errorf("band note lacks %q:\n%s", want, notes[0])
 		}
 	}
-	if !strings.Contains(out, "drift: replacements run beside the old nodes") {
+	if !strings.Contains(out, "drift: replacements") {
 		t.Error("the band has no label on the chart")
 	}
 }
@@ -252,15 +295,22 @@ func TestBandsFollowCommands(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("bands %+v, want %+v", got, want)
 	}
-	if tickStep(40) != 5 || tickStep(100) != 10 || tickStep(600) != 60 || tickStep(3000) != 300 {
-		t.Errorf("tick steps %v %v %v %v", tickStep(40), tickStep(100), tickStep(600), tickStep(3000))
+	for _, c := range []struct {
+		maxT float64
+		most int
+		want float64
+	}{{40, 10, 5}, {100, 10, 10}, {600, 10, 60}, {3000, 10, 300}, {600, 5, 120}, {600, 19, 60}, {600, 1, 300}} {
+		if got := tickStep(c.maxT, c.most); got != c.want {
+			t.Errorf("tickStep(%g, %d) = %g, want %g", c.maxT, c.most, got, c.want)
+		}
 	}
 }
 
 // TestLongLabelIsCut: a step name longer than the chart is cut to fit.
 func TestLongLabelIsCut(t *testing.T) {
-	boxes, rows := layoutLabels([]labelBox{{At: 500, Text: strings.Repeat("a long step name ", 20)}}, 0, chartW)
-	if rows != 1 || boxes[0].X < 0 || boxes[0].X+boxes[0].W > chartW || !strings.HasSuffix(boxes[0].Text, "…") {
+	c := chartSizes()[0]
+	boxes, rows := layoutLabels([]labelBox{{At: 500, Text: strings.Repeat("a long step name ", 20)}}, 0, c.W, laneTop, c)
+	if rows != 1 || boxes[0].X < 0 || boxes[0].X+boxes[0].W > c.W || !strings.HasSuffix(boxes[0].Text, "…") {
 		t.Errorf("long label laid out at x=%.1f width %.1f: %q", boxes[0].X, boxes[0].W, boxes[0].Text)
 	}
 }

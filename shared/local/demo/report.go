@@ -3,14 +3,13 @@ package demo
 import (
 	"fmt"
 	"html/template"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
 )
 
-// writeReport writes a self-contained HTML page (inline SVG, no external
-// assets): a timeline of nodes, pending pods and $/hour with the steps
-// marked (chart.go), the step table and the full event log.
+// writeReport writes the run's report to ReportDir/index.html.
 func (r *runner) writeReport(sum *Summary) (string, error) {
 	if err := os.MkdirAll(r.o.ReportDir, 0o755); err != nil {
 		return "", fmt.Errorf("creating the report folder: %w", err)
@@ -21,45 +20,95 @@ func (r *runner) writeReport(sum *Summary) (string, error) {
 		return "", fmt.Errorf("writing the report: %w", err)
 	}
 	defer f.Close()
+	rep := report{Scenario: r.s, Summary: sum, Log: r.log, When: time.Now().UTC(),
+		Timeline: timeline{Samples: r.timeline, Marks: r.marks, Bands: r.bands.all(r.since().Seconds())}}
+	if err := rep.render(f); err != nil {
+		return "", err
+	}
+	abs, _ := filepath.Abs(path)
+	return abs, nil
+}
+
+// report is what the page shows; a test renders one from a made-up run.
+type report struct {
+	Scenario *Scenario
+	Summary  *Summary
+	Timeline timeline
+	Log      []string
+	When     time.Time
+}
+
+// render writes a self-contained HTML page (inline SVG, no external
+// assets): a timeline of nodes, pending pods and $/hour with the steps
+// marked (chart.go), the step table and the full event log.
+func (rep report) render(w io.Writer) error {
 	data := struct {
 		Scenario *Scenario
 		Summary  *Summary
 		Timeline template.HTML
 		Log      []string
 		When     string
-	}{Scenario: r.s, Summary: sum, Log: r.log, When: time.Now().UTC().Format(time.RFC1123)}
-	data.Timeline = renderTimeline(timeline{Samples: r.timeline, Marks: r.marks, Bands: r.bands.all(r.since().Seconds())})
-	abs, _ := filepath.Abs(path)
-	if err := reportTemplate.Execute(f, data); err != nil {
-		return "", fmt.Errorf("rendering the report: %w", err)
+	}{Scenario: rep.Scenario, Summary: rep.Summary, Log: rep.Log, When: rep.When.Format(time.RFC1123)}
+	data.Timeline = renderTimeline(rep.Timeline)
+	if err := reportTemplate.Execute(w, data); err != nil {
+		return fmt.Errorf("rendering the report: %w", err)
 	}
-	return abs, nil
+	return nil
 }
 
-var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"clock": func(d time.Duration) string { return clockString(d) },
-	"round": func(d time.Duration) time.Duration { return d.Round(time.Second) },
-}).Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Karpless demo: {{.Scenario.Name}}</title>
-<style>
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:960px;color:#222}
-table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left;font-size:14px}
-pre{background:#f6f8fa;padding:1em;font-size:12px;overflow-x:auto;max-height:40em}
-.summary{font-family:ui-monospace,monospace;background:#eef6ee;padding:.6em 1em;border-radius:4px}
+// reportCSS lays the page out for any width. The chart is drawn in three
+// sizes (chartSizes) and each width shows the one that keeps its text at
+// 10 px or more: the page's column is the viewport less 2 em, at most
+// 960 px, and each size is shown where the column is within 0.85 of its
+// width or more (TestReportInBrowser checks 1280, 800, 375 and 320 px in chromium).
+// On a phone the step table becomes one block per step and the event log
+// wraps its lines, indented under their time.
+const reportCSS = `*{box-sizing:border-box}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;padding:1em;max-width:992px;color:#222;line-height:1.4}
+h1{font-size:1.6em;overflow-wrap:anywhere}
+p,td{overflow-wrap:anywhere}
+svg.timeline{display:none;width:100%;height:auto}
+@media (min-width:1000px){svg.timeline.wide{display:block}}
+@media (min-width:680px) and (max-width:999.98px){svg.timeline.medium{display:block}}
+@media (max-width:679.98px){svg.timeline.narrow{display:block;max-width:520px;margin:0 auto}}
+table{border-collapse:collapse;width:100%}
+td,th{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left;font-size:14px;vertical-align:top}
+td.num{white-space:nowrap}
+td.why div+div{margin-top:2px}
+.log{background:#f6f8fa;padding:.8em;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px;max-height:40em;overflow-y:auto}
+.log div{white-space:pre-wrap;overflow-wrap:anywhere;padding-left:8ch;text-indent:-8ch}
+.summary{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#eef6ee;padding:.6em 1em;border-radius:4px}
 .failed{color:#b00}
-</style></head><body>
+@media (max-width:679.98px){
+table.steps,table.steps tbody,table.steps tr,table.steps td{display:block;width:100%}
+table.steps tr.head{display:none}
+table.steps tr{border-bottom:1px solid #ddd;padding:.5em 0}
+table.steps td{border:0;padding:1px 0}
+table.steps td:empty{display:none}
+table.steps td[data-label]::before{content:attr(data-label) ": ";font-weight:600;color:#555}
+}`
+
+var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
+	"clock":  func(d time.Duration) string { return clockString(d) },
+	"round":  func(d time.Duration) time.Duration { return d.Round(time.Second) },
+	"signed": signed,
+	"css":    func() template.CSS { return template.CSS(reportCSS) },
+	"sub":    func(a, b float64) float64 { return a - b },
+}).Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Karpless demo: {{.Scenario.Name}}</title>
+<style>{{css}}</style></head><body>
 <h1>Karpless demo: {{.Scenario.Name}}</h1>
 <p>{{.Scenario.Description}}</p>
 <p class="summary">{{.Summary.Line}}</p>
 <h2>Timeline</h2>
 {{.Timeline}}
 <h2>Steps</h2>
-<table><tr><th>at</th><th>step</th><th>took</th><th>$/hour before</th><th>$/hour after</th><th>note</th></tr>
-{{range .Summary.Steps}}<tr><td>{{clock .Start}}</td><td>{{.Name}}</td><td>{{round .Took}}</td><td>{{printf "%.3f" .CostFrom}}</td><td>{{printf "%.3f" .CostTo}}</td><td>{{.Note}}{{if .Failed}}<span class="failed">{{.Failed}}</span>{{end}}</td></tr>
+<table class="steps"><tr class="head"><th>at</th><th>step</th><th>took</th><th>$/hour</th><th>what changed $/hour</th><th>note</th></tr>
+{{range .Summary.Steps}}<tr><td data-label="at" class="num">{{clock .Start}}</td><td data-label="step">{{.Name}}</td><td data-label="took" class="num">{{round .Took}}</td><td data-label="$/hour" class="num">{{printf "%.3f" .CostFrom}} → {{printf "%.3f" .CostTo}} ({{signed (sub .CostTo .CostFrom)}})</td><td data-label="why" class="why">{{range .CostCauses}}<div>{{.}}</div>{{end}}</td><td data-label="note">{{.Note}}{{if .Failed}}<span class="failed">{{.Failed}}</span>{{end}}</td></tr>
 {{end}}</table>
 <h2>Event log</h2>
-<pre>{{range .Log}}{{.}}
-{{end}}</pre>
+<div class="log">{{range .Log}}<div>{{.}}</div>{{end}}</div>
 <p><small>Generated {{.When}} by karpless demo. Times are on the demo's virtual clock.</small></p>
 </body></html>
 `))

@@ -82,6 +82,10 @@ type StepResult struct {
 	Failed   string
 	CostFrom float64
 	CostTo   float64
+	// CostCauses say what changed $/hour during the step, largest first
+	// (costs.explain): "−0.526: the gpu node gpu-krmjg (g4dn.xlarge
+	// on-demand, $0.526/h) left, empty".
+	CostCauses []string
 }
 
 // speed is how much faster than real time the demo's clock runs while
@@ -120,6 +124,7 @@ type runner struct {
 	timeline                                               []sample
 	marks                                                  []mark
 	bands                                                  bands
+	costs                                                  *costs
 	log                                                    []string
 	deadline                                               time.Time
 	interrupted                                            map[string]bool
@@ -159,7 +164,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if o.ReportDir == "" {
 		o.ReportDir = "demo-report"
 	}
-	r := &runner{o: o, s: o.Scenario, claims: map[string]*claimView{}, interrupted: map[string]bool{}, pace: pace.New()}
+	r := &runner{o: o, s: o.Scenario, claims: map[string]*claimView{}, interrupted: map[string]bool{}, pace: pace.New(), costs: newCosts()}
 	if err := r.start(ctx); err != nil {
 		r.stop()
 		return nil, err
@@ -339,7 +344,9 @@ func (r *runner) fastForward(d time.Duration) {
 // step performs one step's action and runs the loop until its condition holds.
 func (r *runner) step(ctx context.Context, i int, st Step) (StepResult, error) {
 	r.advance()
-	res := StepResult{Name: st.Name, Start: r.since(), CostFrom: r.cost()}
+	r.trackCost()
+	from := r.since()
+	res := StepResult{Name: st.Name, Start: from, CostFrom: r.costs.total()}
 	fmt.Fprintln(r.o.Out)
 	r.say("step %d/%d: %s", i+1, len(r.s.Steps), st.Name)
 	r.marks = append(r.marks, mark{T: r.since().Seconds(), Name: st.Name})
@@ -385,7 +392,9 @@ func (r *runner) step(ctx context.Context, i int, st Step) (StepResult, error) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	res.Took = r.now().Sub(stepStart)
-	res.CostTo = r.cost()
+	r.trackCost()
+	res.CostTo = r.costs.total()
+	res.CostCauses = r.costs.explain(from.Seconds(), r.since().Seconds())
 	if st.Interrupt != nil && !r.deadline.IsZero() {
 		if !r.movedAt.IsZero() && r.movedAt.Before(r.deadline) {
 			res.Note = fmt.Sprintf("pods ran elsewhere %s before the instance's two-minute deadline", r.deadline.Sub(r.movedAt).Round(time.Second))
@@ -395,6 +404,9 @@ func (r *runner) step(ctx context.Context, i int, st Step) (StepResult, error) {
 		r.say("%s", res.Note)
 	}
 	r.say("step done in %s; $/hour %.3f -> %.3f", res.Took.Round(time.Second), res.CostFrom, res.CostTo)
+	if len(res.CostCauses) > 0 {
+		r.say("$/hour %s: %s", signed(res.CostTo-res.CostFrom), strings.Join(res.CostCauses, "; "))
+	}
 	return res, nil
 }
 
@@ -435,6 +447,7 @@ func (r *runner) tick(ctx context.Context) {
 		for _, c := range sum.Commands {
 			if c.Action == "executed" {
 				r.bands.executed(r.since().Seconds(), c.Method, c.Candidates, len(c.Replacements))
+				r.costs.replaced(methodName(c.Method), c.Candidates, c.Replacements)
 			}
 			line := fmt.Sprintf("disruption: %s %s of %s", strings.ToLower(c.Method), c.Action, strings.Join(c.Candidates, ", "))
 			if len(c.Replacements) > 0 {
@@ -512,6 +525,7 @@ func (r *runner) observe(ctx context.Context) {
 			} else if _, ok := nc.Annotations[wellknown.NodeClaimTerminationTimestampAnnotation]; ok {
 				why = "interrupted"
 			}
+			r.costs.retiring(nc.Name, why)
 			r.say("NodeClaim %s retiring (%s): draining node %s", nc.Name, why, nc.Status.NodeName)
 		}
 	}
@@ -534,6 +548,7 @@ func (r *runner) observe(ctx context.Context) {
 		}
 	}
 	r.noteMoved(pods, pending)
+	r.trackCost()
 	nodes := r.readyNodes(ctx)
 	status := fmt.Sprintf("nodes %d | pods running %d, pending %d | $%.3f/h", nodes, running, pending, r.cost())
 	if status != r.status && r.now().Sub(r.lastStatus) >= 2*time.Second {
@@ -630,6 +645,16 @@ func (r *runner) choice(nc *karpv1.NodeClaim, chosen float64, ct string) string 
 		why += fmt.Sprintf(", cheapest candidate $%.4f/h", cheapest)
 	}
 	return why
+}
+
+// trackCost shows the cost ledger the instances paid for now.
+func (r *runner) trackCost() {
+	var now []paidInstance
+	for _, i := range r.emu.Instances(emulator.NotTerminated) {
+		now = append(now, paidInstance{ID: i.ID, Claim: i.Tags[wellknown.NodeClaimTagKey], NodePool: i.Tags[wellknown.NodePoolTagKey],
+			InstanceType: i.InstanceType, CapacityType: i.CapacityType, Price: r.price(i.InstanceType, i.Zone, i.CapacityType)})
+	}
+	r.costs.observe(r.since().Seconds(), now)
 }
 
 // cost is the hourly price of every instance not terminated.

@@ -1,0 +1,266 @@
+package demo
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sampleReport is a run of the bundled scenario as the demo records it,
+// made up so the page can be rendered without running the demo: steps
+// close together, a drift rolling the nodes, the GPU node leaving during
+// the roll, and log lines as long as the real ones.
+func sampleReport() report {
+	tl := fixedTimeline()
+	steps := []StepResult{
+		{Name: "A workload arrives", Start: 0, Took: 16 * time.Second, CostFrom: 0, CostTo: 0.826,
+			CostCauses: []string{"+0.526: the gpu node gpu-dfwfj (g4dn.xlarge on-demand, $0.526/h) launched", "+0.300: 11 general nodes launched"}},
+		{Name: "A spot node is interrupted", Start: 17 * time.Second, Took: 50 * time.Second, CostFrom: 0.826, CostTo: 0.828,
+			Note:       "pods ran elsewhere 1m36s before the instance's two-minute deadline",
+			CostCauses: []string{"+0.061: the general node general-x8wwf (c8i-flex.xlarge spot, $0.061/h) launched", "−0.059: the general node general-nqdj9 (c5ad.xlarge spot, $0.059/h) left, interrupted by EC2"}},
+		{Name: "The workload shrinks", Start: 67 * time.Second, Took: 2 * time.Minute, CostFrom: 0.828, CostTo: 0.712,
+			CostCauses: []string{"−0.092: 3 general nodes left, empty", "−0.029: the general node general-plw7w (m6a.large spot, $0.029/h) left, underutilized (consolidation)", "+0.005: spot prices moved"}},
+		{Name: "A new AMI release is published", Start: 141 * time.Second, Took: 185 * time.Second, CostFrom: 0.712, CostTo: 0.219,
+			CostCauses: []string{"−0.526: the gpu node gpu-krmjg (g4dn.xlarge on-demand, $0.526/h) left, empty", "+0.033: drift replaced 9 nodes with 9"}},
+	}
+	log := []string{
+		"[00:00] step 1/4: A workload arrives",
+		"[00:00] applied Deployment/web, PodDisruptionBudget/web, Deployment/api, Job/train",
+		"[00:05] NodeClaim general-nqdj9 (nodepool general): requests 3050m cpu, 4352Mi memory; 290 instance types fit",
+		"[00:05]   launched i-e5524686d63d0db9f as c5ad.xlarge spot in us-west-2a at $0.0588/h after 0s (price-capacity-optimized fleet over 290 candidate types, cheapest candidate $0.0492/h)",
+		"[00:06] NodeClaim gpu-x7k2p (nodepool gpu): requests 2250m cpu, 8448Mi memory; 46 instance types fit",
+		"[00:06]   launched i-0a1b2c3d4e5f60718 as g4dn.xlarge on-demand in us-west-2b at $0.5260/h after 0s (lowest-price fleet over 46 candidate types: the cheapest candidate)",
+		"[00:16] nodes 12 | pods running 27, pending 4 | $0.826/h",
+		"[00:17] EC2 sends spot-interruption for ip-10-0-20-124.us-west-2.compute.internal (c5ad.xlarge, 5 pods); the instance is reclaimed at 02:17",
+		"[01:07] disruption: singlenodeconsolidation executed of general-55985 ($0.029/h -> $0.000/h): 1 node(s) can go, their pods fit on other nodes",
+		"[03:12] disruption: drift executed of general-4hm7n -> general-tbqqk ($0.022/h -> $0.021/h): drifted (AMIDrift); 1 replacement(s)",
+		"[03:40] NodeClaim gpu-x7k2p retiring (Empty): draining node ip-10-0-41-7.us-west-2.compute.internal",
+		"[05:26] step done in 3m5s; $/hour 0.712 -> 0.219",
+		"[05:26] $/hour −0.493: −0.526: the gpu node gpu-krmjg (g4dn.xlarge on-demand, $0.526/h) left, empty; +0.033: drift replaced 9 nodes with 9",
+	}
+	return report{
+		Scenario: &Scenario{Name: "karpless-demo", Description: "A workload arrives and gets nodes; a spot node is interrupted and replaced before its deadline; the workload shrinks and consolidation removes what it no longer needs; a new AMI release rolls the nodes within the disruption budget."},
+		Summary:  &Summary{Nodes: 9, PodsRunning: 18, CostPerHour: 0.219, Steps: steps},
+		Timeline: tl,
+		Log:      log,
+		When:     time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC),
+	}
+}
+
+// requireBrowserEnv makes a missing chromium or playwright-core a failure
+// (make test sets it, as KARPLESS_REQUIRE_KUBE for the control plane);
+// elsewhere the browser test skips.
+const requireBrowserEnv = "KARPLESS_REQUIRE_BROWSER"
+
+// minFontPx is the smallest text the report may show at any width.
+const minFontPx = 10.0
+
+// browserTools finds node, playwright-core (make browser installs it under
+// .tools/playwright) and Debian's chromium.
+func browserTools(t *testing.T) (node, playwright, chromium string) {
+	t.Helper()
+	missing := func(format string, args ...any) {
+		t.Helper()
+		msg := fmt.Sprintf(format, args...) + " (make browser installs it)"
+		if os.Getenv(requireBrowserEnv) == "1" {
+			t.Fatalf("%s is set and %s", requireBrowserEnv, msg)
+		}
+		t.Skip(msg)
+	}
+	var err error
+	if node, err = exec.LookPath("node"); err != nil {
+		missing("node not found: %v", err)
+	}
+	if chromium = os.Getenv("KARPLESS_CHROMIUM"); chromium == "" {
+		if chromium, err = exec.LookPath("chromium"); err != nil {
+			missing("chromium not found: %v", err)
+		}
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	playwright = filepath.Join(root, ".tools", "playwright", "node_modules", "playwright-core")
+	if _, err := os.Stat(filepath.Join(playwright, "package.json")); err != nil {
+		missing("playwright-core not installed: %v", err)
+	}
+	return node, playwright, chromium
+}
+
+// moduleRoot is the folder of go.mod above the test's folder.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("finding the module root: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("finding the module root: no go.mod above the test")
+		}
+		dir = parent
+	}
+}
+
+// pageFacts is what testdata/layout.cjs measures at one width.
+type pageFacts struct {
+	Width       int         `json:"width"`
+	Viewport    int         `json:"viewport"`
+	ScrollWidth float64     `json:"scrollWidth"`
+	Errors      []string    `json:"errors"`
+	Texts       []textFact  `json:"texts"`
+	Charts      []chartFact `json:"charts"`
+	Blocks      []boxFact   `json:"blocks"`
+}
+
+type textFact struct {
+	Tag, Cls, Text string
+	Size           float64
+}
+
+type boxFact struct {
+	Tag, Cls, Text, Band string
+	X, Y, W, H           float64
+}
+
+type chartFact struct {
+	boxFact
+	Texts  []boxFact `json:"texts"`
+	Labels []boxFact `json:"labels"`
+	Bands  []boxFact `json:"bands"`
+}
+
+func (a boxFact) overlaps(b boxFact, slack float64) bool {
+	return a.X+slack < b.X+b.W && b.X+slack < a.X+a.W && a.Y+slack < b.Y+b.H && b.Y+slack < a.Y+a.H
+}
+
+func (a boxFact) String() string {
+	return fmt.Sprintf("%q at (%.1f,%.1f) %.1fx%.1f", a.Text, a.X, a.Y, a.W, a.H)
+}
+
+// browserWidths are a desktop, a tablet and two phones.
+var browserWidths = []int{1280, 800, 375, 320}
+
+// TestReportInBrowser opens a rendered report in headless chromium at
+// desktop, tablet and phone widths and checks that it reads there: no
+// horizontal scroll, no text under minFontPx as drawn (an SVG's viewBox
+// shrinks its text), no chart text over another, each band's label on its
+// band, no console errors.
+func TestReportInBrowser(t *testing.T) {
+	node, playwright, chromium := browserTools(t)
+	dir := t.TempDir()
+	page := filepath.Join(dir, "index.html")
+	var html bytes.Buffer
+	if err := sampleReport().render(&html); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(page, html.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{filepath.Join("testdata", "layout.cjs"), playwright, chromium, page}
+	for _, w := range browserWidths {
+		args = append(args, fmt.Sprint(w))
+	}
+	cmd := exec.Command(node, args...)
+	cmd.Env = append(os.Environ(), "HOME="+dir) // chromium writes its profile under HOME
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("measuring the report in chromium: %v\n%s", err, stderr.String())
+	}
+	var facts struct {
+		Widths []pageFacts `json:"widths"`
+	}
+	if err := json.Unmarshal(out, &facts); err != nil {
+		t.Fatalf("reading the measurements: %v\n%s", err, out)
+	}
+	if len(facts.Widths) != len(browserWidths) {
+		t.Fatalf("measured %d widths, want %d", len(facts.Widths), len(browserWidths))
+	}
+	for _, f := range facts.Widths {
+		t.Run(fmt.Sprintf("%dpx", f.Width), func(t *testing.T) { checkLayout(t, f) })
+	}
+}
+
+func checkLayout(t *testing.T, f pageFacts) {
+	if len(f.Errors) > 0 {
+		t.Errorf("console errors: %s", strings.Join(f.Errors, "; "))
+	}
+	if f.ScrollWidth > float64(f.Viewport) {
+		t.Errorf("the page is %.0f px wide in a %d px viewport: it scrolls sideways", f.ScrollWidth, f.Viewport)
+	}
+	for _, b := range f.Blocks {
+		if b.X < 0 || b.X+b.W > float64(f.Viewport)+0.5 {
+			t.Errorf("<%s> spans x %.1f-%.1f, outside the %d px viewport", b.Tag, b.X, b.X+b.W, f.Viewport)
+		}
+	}
+	small := 0
+	for _, tx := range f.Texts {
+		if tx.Size < minFontPx-0.05 {
+			if small++; small <= 5 {
+				t.Errorf("<%s class=%q> %q drawn at %.1f px, under %.0f px", tx.Tag, tx.Cls, tx.Text, tx.Size, minFontPx)
+			}
+		}
+	}
+	if small > 5 {
+		t.Errorf("... %d texts under %.0f px in all", small, minFontPx)
+	}
+	if len(f.Texts) < 20 {
+		t.Errorf("only %d visible texts: the page did not render", len(f.Texts))
+	}
+	if len(f.Charts) != 1 {
+		t.Fatalf("%d charts shown, want 1", len(f.Charts))
+	}
+	c := f.Charts[0]
+	for i, a := range c.Texts {
+		if a.X < c.X-0.5 || a.X+a.W > c.X+c.W+0.5 || a.Y < c.Y-0.5 || a.Y+a.H > c.Y+c.H+0.5 {
+			t.Errorf("chart text %s runs outside the chart %s", a, c.boxFact)
+		}
+		for _, b := range c.Texts[:i] {
+			if a.overlaps(b, 0.5) {
+				t.Errorf("chart texts overlap: %s and %s", a, b)
+			}
+		}
+	}
+	for i, a := range c.Labels {
+		for _, b := range c.Labels[:i] {
+			if a.overlaps(b, 0.5) {
+				t.Errorf("chart labels overlap: %s and %s", a, b)
+			}
+		}
+	}
+	if len(c.Bands) == 0 {
+		t.Fatal("no band drawn")
+	}
+	for _, b := range c.Bands {
+		var label *boxFact
+		for i := range c.Labels {
+			if c.Labels[i].Band != "" && c.Labels[i].Band == b.Band {
+				label = &c.Labels[i]
+			}
+		}
+		if label == nil {
+			t.Errorf("band %q has no label", b.Band)
+			continue
+		}
+		// Next to its band: on the band's top edge, reaching over the band's span.
+		if label.X >= b.X+b.W || label.X+label.W <= b.X {
+			t.Errorf("band %q spans x %.1f-%.1f, its label %.1f-%.1f", b.Band, b.X, b.X+b.W, label.X, label.X+label.W)
+		}
+		// On its top edge: touching it from above, or in its top strip.
+		if label.Y+label.H < b.Y-2 || label.Y > b.Y+label.H {
+			t.Errorf("band %q starts at y %.1f, its label spans y %.1f-%.1f: not on the band's top", b.Band, b.Y, label.Y, label.Y+label.H)
+		}
+	}
+}

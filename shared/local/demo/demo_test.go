@@ -64,6 +64,12 @@ func TestDefaultScenario(t *testing.T) {
 	if shrink := sum.Steps[2]; shrink.CostTo >= shrink.CostFrom {
 		t.Errorf("consolidation did not lower the cost: $%.3f/h -> $%.3f/h", shrink.CostFrom, shrink.CostTo)
 	}
+	// The AMI release's step loses the GPU node (its Job's pod is evicted
+	// by the drift and not retried): its $/hour drop is put down to that
+	// node leaving, not to the roll.
+	if ami := sum.Steps[3]; len(ami.CostCauses) == 0 || !strings.Contains(ami.CostCauses[0], "the gpu node") || !strings.Contains(ami.CostCauses[0], " left") {
+		t.Errorf("AMI step $/hour %.3f -> %.3f put down to %q, want the gpu node leaving first", ami.CostFrom, ami.CostTo, ami.CostCauses)
+	}
 	if sum.CostPerHour <= 0 {
 		t.Errorf("cost per hour %.3f", sum.CostPerHour)
 	}
@@ -73,7 +79,7 @@ func TestDefaultScenario(t *testing.T) {
 	}
 	// The timeline: labelled ticks, and the drift's replacements shaded
 	// and explained (TestTimelineChart checks the layout).
-	for _, want := range []string{"<svg", s.Steps[0].Name, "leaked-instances=0", `class="tick"`, ">00:00<", `class="band"`, "drift: replacements run beside the old nodes", "ran beside the nodes they replace until those drained"} {
+	for _, want := range []string{`name="viewport"`, "<svg", s.Steps[0].Name, "what changed $/hour", "the gpu node", "leaked-instances=0", `class="tick"`, ">00:00<", `class="band"`, "drift: replacements run beside the old nodes", "ran beside the nodes they replace until those drained"} {
 		if !bytes.Contains(html, []byte(want)) {
 			t.Errorf("report lacks %q", want)
 		}

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,7 +44,7 @@ func sampleReport() report {
 		"[03:12] disruption: drift executed of general-4hm7n -> general-tbqqk ($0.022/h -> $0.021/h): drifted (AMIDrift); 1 replacement(s)",
 		"[03:40] NodeClaim gpu-x7k2p retiring (Empty): draining node ip-10-0-41-7.us-west-2.compute.internal",
 		"[05:26] step done in 3m5s; $/hour 0.712 -> 0.219",
-		"[05:26] $/hour −0.493: −0.526: the gpu node gpu-krmjg (g4dn.xlarge on-demand, $0.526/h) left, empty; +0.033: drift replaced 9 nodes with 9",
+		"[05:26] $/hour −0.493, by cause: −0.526: the gpu node gpu-krmjg (g4dn.xlarge on-demand, $0.526/h) left, empty; +0.033: drift replaced 9 nodes with 9",
 	}
 	return report{
 		Scenario: &Scenario{Name: "karpless-demo", Description: "A workload arrives and gets nodes; a spot node is interrupted and replaced before its deadline; the workload shrinks and consolidation removes what it no longer needs; a new AMI release rolls the nodes within the disruption budget."},
@@ -171,7 +172,10 @@ func TestReportInBrowser(t *testing.T) {
 	for _, w := range browserWidths {
 		args = append(args, fmt.Sprint(w))
 	}
-	cmd := exec.Command(node, args...)
+	// Seconds on an idle machine; the bound is for a hung browser only.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, args...)
 	cmd.Env = append(os.Environ(), "HOME="+dir) // chromium writes its profile under HOME
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -189,59 +193,68 @@ func TestReportInBrowser(t *testing.T) {
 		t.Fatalf("measured %d widths, want %d", len(facts.Widths), len(browserWidths))
 	}
 	for _, f := range facts.Widths {
-		t.Run(fmt.Sprintf("%dpx", f.Width), func(t *testing.T) { checkLayout(t, f) })
+		t.Run(fmt.Sprintf("%dpx", f.Width), func(t *testing.T) {
+			for _, p := range layoutProblems(f) {
+				t.Error(p)
+			}
+		})
 	}
 }
 
-func checkLayout(t *testing.T, f pageFacts) {
+// layoutProblems says what keeps a page measured at one width from reading
+// well; none is what TestReportInBrowser wants.
+func layoutProblems(f pageFacts) []string {
+	var out []string
+	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	if len(f.Errors) > 0 {
-		t.Errorf("console errors: %s", strings.Join(f.Errors, "; "))
+		add("console errors: %s", strings.Join(f.Errors, "; "))
 	}
 	if f.ScrollWidth > float64(f.Viewport) {
-		t.Errorf("the page is %.0f px wide in a %d px viewport: it scrolls sideways", f.ScrollWidth, f.Viewport)
+		add("the page is %.0f px wide in a %d px viewport: it scrolls sideways", f.ScrollWidth, f.Viewport)
 	}
 	for _, b := range f.Blocks {
 		if b.X < 0 || b.X+b.W > float64(f.Viewport)+0.5 {
-			t.Errorf("<%s> spans x %.1f-%.1f, outside the %d px viewport", b.Tag, b.X, b.X+b.W, f.Viewport)
+			add("<%s> spans x %.1f-%.1f, outside the %d px viewport", b.Tag, b.X, b.X+b.W, f.Viewport)
 		}
 	}
 	small := 0
 	for _, tx := range f.Texts {
 		if tx.Size < minFontPx-0.05 {
 			if small++; small <= 5 {
-				t.Errorf("<%s class=%q> %q drawn at %.1f px, under %.0f px", tx.Tag, tx.Cls, tx.Text, tx.Size, minFontPx)
+				add("<%s class=%q> %q drawn at %.1f px, under %.0f px", tx.Tag, tx.Cls, tx.Text, tx.Size, minFontPx)
 			}
 		}
 	}
 	if small > 5 {
-		t.Errorf("... %d texts under %.0f px in all", small, minFontPx)
+		add("... %d texts under %.0f px in all", small, minFontPx)
 	}
 	if len(f.Texts) < 20 {
-		t.Errorf("only %d visible texts: the page did not render", len(f.Texts))
+		add("only %d visible texts: the page did not render", len(f.Texts))
 	}
 	if len(f.Charts) != 1 {
-		t.Fatalf("%d charts shown, want 1", len(f.Charts))
+		add("%d charts shown, want 1", len(f.Charts))
+		return out
 	}
 	c := f.Charts[0]
 	for i, a := range c.Texts {
 		if a.X < c.X-0.5 || a.X+a.W > c.X+c.W+0.5 || a.Y < c.Y-0.5 || a.Y+a.H > c.Y+c.H+0.5 {
-			t.Errorf("chart text %s runs outside the chart %s", a, c.boxFact)
+			add("chart text %s runs outside the chart %s", a, c.boxFact)
 		}
 		for _, b := range c.Texts[:i] {
 			if a.overlaps(b, 0.5) {
-				t.Errorf("chart texts overlap: %s and %s", a, b)
+				add("chart texts overlap: %s and %s", a, b)
 			}
 		}
 	}
 	for i, a := range c.Labels {
 		for _, b := range c.Labels[:i] {
 			if a.overlaps(b, 0.5) {
-				t.Errorf("chart labels overlap: %s and %s", a, b)
+				add("chart labels overlap: %s and %s", a, b)
 			}
 		}
 	}
 	if len(c.Bands) == 0 {
-		t.Fatal("no band drawn")
+		add("no band drawn")
 	}
 	for _, b := range c.Bands {
 		var label *boxFact
@@ -251,16 +264,66 @@ func checkLayout(t *testing.T, f pageFacts) {
 			}
 		}
 		if label == nil {
-			t.Errorf("band %q has no label", b.Band)
+			add("band %q has no label", b.Band)
 			continue
 		}
 		// Next to its band: on the band's top edge, reaching over the band's span.
 		if label.X >= b.X+b.W || label.X+label.W <= b.X {
-			t.Errorf("band %q spans x %.1f-%.1f, its label %.1f-%.1f", b.Band, b.X, b.X+b.W, label.X, label.X+label.W)
+			add("band %q spans x %.1f-%.1f, its label %.1f-%.1f", b.Band, b.X, b.X+b.W, label.X, label.X+label.W)
 		}
 		// On its top edge: touching it from above, or in its top strip.
 		if label.Y+label.H < b.Y-2 || label.Y > b.Y+label.H {
-			t.Errorf("band %q starts at y %.1f, its label spans y %.1f-%.1f: not on the band's top", b.Band, b.Y, label.Y, label.Y+label.H)
+			add("band %q starts at y %.1f, its label spans y %.1f-%.1f: not on the band's top", b.Band, b.Y, label.Y, label.Y+label.H)
+		}
+	}
+	return out
+}
+
+// TestLayoutProblems: each check of layoutProblems finds what it is for in
+// made-up measurements, so a browser run that passes has passed them.
+func TestLayoutProblems(t *testing.T) {
+	texts := make([]textFact, 20)
+	for i := range texts {
+		texts[i] = textFact{Tag: "p", Text: "ok", Size: 14}
+	}
+	good := func() pageFacts {
+		return pageFacts{
+			Width: 375, Viewport: 375, ScrollWidth: 375, Texts: append([]textFact(nil), texts...),
+			Blocks: []boxFact{{Tag: "p", X: 16, W: 343}},
+			Charts: []chartFact{{
+				boxFact: boxFact{X: 16, Y: 100, W: 343, H: 600},
+				Texts:   []boxFact{{Text: "Ready nodes", X: 60, Y: 200, W: 80, H: 14}, {Text: "6", X: 30, Y: 210, W: 8, H: 14}},
+				Labels:  []boxFact{{Text: "1 A workload arrives", X: 16, Y: 106, W: 150, H: 16}, {Text: "drift", Band: "0", X: 200, Y: 130, W: 150, H: 16}},
+				Bands:   []boxFact{{Band: "0", X: 220, Y: 130, W: 60, H: 400}},
+			}},
+		}
+	}
+	if p := layoutProblems(good()); len(p) != 0 {
+		t.Fatalf("a page that reads well has problems: %q", p)
+	}
+	cases := []struct {
+		name  string
+		spoil func(f *pageFacts)
+		want  string
+	}{
+		{"console error", func(f *pageFacts) { f.Errors = []string{"Uncaught TypeError"} }, "console errors"},
+		{"sideways scroll", func(f *pageFacts) { f.ScrollWidth = 428 }, "scrolls sideways"},
+		{"a cell past the edge", func(f *pageFacts) { f.Blocks[0].W = 420 }, "outside the 375 px viewport"},
+		{"small text", func(f *pageFacts) { f.Texts[3].Size = 4.3 }, "drawn at 4.3 px"},
+		{"nothing rendered", func(f *pageFacts) { f.Texts = f.Texts[:2] }, "did not render"},
+		{"three charts", func(f *pageFacts) { f.Charts = append(f.Charts, f.Charts[0], f.Charts[0]) }, "3 charts shown"},
+		{"texts overlap", func(f *pageFacts) { f.Charts[0].Texts[1].X = 70 }, "chart texts overlap"},
+		{"text off the chart", func(f *pageFacts) { f.Charts[0].Texts[0].X = 300 }, "runs outside the chart"},
+		{"labels overlap", func(f *pageFacts) { f.Charts[0].Labels[0].Y = 130; f.Charts[0].Labels[0].X = 190 }, "chart labels overlap"},
+		{"band label far above", func(f *pageFacts) { f.Charts[0].Labels[1].Y = 106 }, "not on the band's top"},
+		{"band label beside the band", func(f *pageFacts) { f.Charts[0].Labels[1].X = 290 }, "its label 290.0"},
+		{"band without label", func(f *pageFacts) { f.Charts[0].Labels[1].Band = "" }, "has no label"},
+	}
+	for _, tc := range cases {
+		f := good()
+		tc.spoil(&f)
+		if p := strings.Join(layoutProblems(f), "\n"); !strings.Contains(p, tc.want) {
+			t.Errorf("%s: problems %q, want one saying %q", tc.name, p, tc.want)
 		}
 	}
 }

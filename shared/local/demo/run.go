@@ -405,7 +405,7 @@ func (r *runner) step(ctx context.Context, i int, st Step) (StepResult, error) {
 	}
 	r.say("step done in %s; $/hour %.3f -> %.3f", res.Took.Round(time.Second), res.CostFrom, res.CostTo)
 	if len(res.CostCauses) > 0 {
-		r.say("$/hour %s: %s", signed(res.CostTo-res.CostFrom), strings.Join(res.CostCauses, "; "))
+		r.say("$/hour %s, by cause: %s", signed(res.CostTo-res.CostFrom), strings.Join(res.CostCauses, "; "))
 	}
 	return res, nil
 }

@@ -60,6 +60,7 @@ function measure() {
     executablePath: chromiumPath,
     headless: true,
     args: ['--no-sandbox', '--disable-background-networking', '--disable-gpu'],
+    timeout: 120000,
   });
   const out = { widths: [] };
   try {
@@ -69,7 +70,8 @@ function measure() {
       page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
       page.on('pageerror', (e) => errors.push(String(e)));
       page.on('requestfailed', (r) => errors.push(`request failed: ${r.url()}`));
-      await page.goto(pathToFileURL(file).href, { waitUntil: 'load' });
+      // Generous: a loaded two-core machine starves the browser.
+      await page.goto(pathToFileURL(file).href, { waitUntil: 'load', timeout: 120000 });
       const facts = await page.evaluate(measure);
       facts.width = w;
       facts.errors = errors;

@@ -220,6 +220,25 @@ func Sample(keys []string) []bool {
 	return run
 }
 
+// CasesEnv chooses how many cases the whole-world ports of Karpenter's
+// e2e suites run: with "all" (make test-cases, which CI runs) every case;
+// without it (make test) a sample (SampleCases), since each case builds a
+// world and takes most of a minute on a busy machine.
+const CasesEnv = "KARPLESS_CASES"
+
+// AllCases reports whether CasesEnv asks for every case.
+func AllCases() bool { return os.Getenv(CasesEnv) == "all" }
+
+// SampleCases says which of count cases to run: every one with AllCases,
+// else every nth and the last.
+func SampleCases(count, n int) []bool {
+	run := make([]bool, count)
+	for i := range run {
+		run[i] = AllCases() || n <= 1 || i%n == 0 || i == count-1
+	}
+	return run
+}
+
 // SampleSteps says which of count kill points made of distinct steps
 // (each step its own kind, as a bootstrap's install steps) to run: every
 // one with AllKills, else every nth from offset (mod n) and the last, so

@@ -50,7 +50,7 @@ func TestCapacityBlockExpiryDrainsAndReplaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Deployment("train", 1, "3", nil)
-	w.Converge(40*time.Second, nil)
+	w.Converge(2*time.Minute, nil)
 	block, id := claimWithNode(t, w)
 	for k, v := range map[string]string{
 		wellknown.CapacityTypeLabel: "reserved", wellknown.CapacityReservationIDLabel: cb.ID, wellknown.CapacityReservationTypeLabel: "capacity-block",
@@ -95,7 +95,7 @@ func TestCapacityBlockExpiryDrainsAndReplaces(t *testing.T) {
 			t.Errorf("termination deadline %q, want %q", got, want)
 		}
 	}
-	w.Converge(40*time.Second, drain(w))
+	w.Converge(2*time.Minute, drain(w))
 	waitGone(t, w, block.Name)
 	for _, p := range w.ListPods() {
 		node, err := w.E.Clients.Core.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})

@@ -48,7 +48,7 @@ func TestPlacementGroupLaunch(t *testing.T) {
 		p.Spec.NodeSelector = map[string]string{wellknown.PlacementGroupIDLabel: group.ID}
 	})
 	w.WaitUnschedulable(1)
-	w.Converge(25*time.Second, nil)
+	w.Converge(2*time.Minute, nil)
 
 	nc, err := w.E.Clients.EC2NodeClasses.Get(ctx, class.Name, metav1.GetOptions{})
 	if err != nil {

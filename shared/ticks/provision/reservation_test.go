@@ -51,7 +51,7 @@ func TestReservedLaunchFillsTheReservation(t *testing.T) {
 	// 1500m each: one pod per 2-vCPU node.
 	w.Pods("app", 3, "1500m", nil)
 	w.WaitUnschedulable(3)
-	w.Converge(25*time.Second, nil)
+	w.Converge(2*time.Minute, nil)
 
 	nc, err := w.E.Clients.EC2NodeClasses.Get(ctx, class.Name, metav1.GetOptions{})
 	if err != nil {

@@ -88,7 +88,7 @@ func TestWindowsNodePool(t *testing.T) {
 	start := time.Now()
 	// 12-22 s here: the new instance profile's IAM propagation (5-20 s of
 	// the world's clock) is most of it.
-	w.Converge(60*time.Second, nil)
+	w.Converge(2*time.Minute, nil)
 	t.Logf("Windows pod running on a new Windows node after %s", time.Since(start).Round(100*time.Millisecond))
 
 	claims := w.Claims()
@@ -184,7 +184,7 @@ func TestSeveralNodeRoles(t *testing.T) {
 		w.Pods(name, 1, "1", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"team": name} })
 	}
 	w.WaitUnschedulable(3)
-	w.Converge(60*time.Second, nil)
+	w.Converge(2*time.Minute, nil)
 
 	profileRoles := map[string]string{}
 	for _, p := range w.Emu.InstanceProfiles() {

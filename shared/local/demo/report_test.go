@@ -79,10 +79,12 @@ func browserTools(t *testing.T) (node, playwright, chromium string) {
 	if node, err = exec.LookPath("node"); err != nil {
 		missing("node not found: %v", err)
 	}
+	// KARPLESS_CHROMIUM names another build of chromium than the one on PATH.
 	if chromium = os.Getenv("KARPLESS_CHROMIUM"); chromium == "" {
-		if chromium, err = exec.LookPath("chromium"); err != nil {
-			missing("chromium not found: %v", err)
-		}
+		chromium = "chromium"
+	}
+	if chromium, err = exec.LookPath(chromium); err != nil {
+		missing("chromium not found: %v", err)
 	}
 	root, err := moduleRoot()
 	if err != nil {

@@ -44,8 +44,11 @@ type Env struct {
 	// Prices reads the region's offerings, prices and instance types; one
 	// per warm container, so a book is decoded once per version.
 	Prices *pricing.Source
-	Log    *slog.Logger
-	Clock  clock.WithTicker
+	// Warm is the container's memory between invocations (nil: none, every
+	// invocation starts cold).
+	Warm  *Warm
+	Log   *slog.Logger
+	Clock clock.WithTicker
 	// Out receives EMF metrics; CloudWatch reads them from the function's log.
 	Out io.Writer
 }
@@ -60,6 +63,7 @@ func Load(ctx context.Context, lookup func(string) (string, bool)) (*Env, error)
 	if env.Catalog, err = catalog.Load(); err != nil {
 		return nil, err
 	}
+	env.Warm = &Warm{}
 	env.Prices = env.NewPrices()
 	return env, nil
 }
@@ -124,6 +128,9 @@ func ShadowOwn() shadow.Own {
 // NewPrices is the price source of this environment's region.
 func (e *Env) NewPrices() *pricing.Source {
 	src := &pricing.Source{EC2: e.AWS.EC2, Region: e.Config.Region, ConfigMap: e.Kube.Core.CoreV1(), Namespace: e.Config.Namespace, Clock: e.Clock}
+	if e.Warm != nil {
+		src.Cache = &e.Warm.Prices
+	}
 	// A nil *pricing.Client in the interface would not read as "none".
 	// ISOLATED_VPC: no Price List API call, the build's prices stand in.
 	if e.AWS.PriceList != nil && !e.Config.IsolatedVPC {
@@ -136,7 +143,7 @@ func (e *Env) NewPrices() *pricing.Source {
 func (e *Env) Provisioner() *provision.Provisioner {
 	resolver := &nodeclass.Resolver{
 		EC2: e.AWS.EC2, SSM: e.AWS.SSM, IAM: e.AWS.IAM, Region: e.Config.Region, Now: e.Clock.Now,
-		Validate: launchtemplate.Validate,
+		Validate: launchtemplate.Validate, Selectors: e.selectors(),
 	}
 	templates := &launchtemplate.Provider{EC2: e.AWS.EC2, Now: e.Clock.Now, Region: e.Config.Region}
 	return &provision.Provisioner{
@@ -163,6 +170,15 @@ func (e *Env) Decisions(function string) *shadow.Recorder {
 		return nil
 	}
 	return &shadow.Recorder{Function: function, Namespace: e.Config.Namespace, ConfigMaps: e.Kube.Core.CoreV1(), Clock: e.Clock, Log: e.Log}
+}
+
+// selectors is the container's memory of selector queries; nil (none)
+// for an Env without a warm container.
+func (e *Env) selectors() *nodeclass.SelectorCache {
+	if e.Warm == nil {
+		return nil
+	}
+	return &e.Warm.Selectors
 }
 
 // prices is the container's price source, or a new one for an Env made

@@ -20,6 +20,12 @@ import (
 	"github.com/karpless/karpless/shared/kube/eksauth"
 )
 
+// foundImage is an image a selector query found, as DescribeImages gave
+// it; arch is the Kubernetes architecture.
+type foundImage struct {
+	id, name, arch, created, deprecation string
+}
+
 // candidate is an image for one requirement set.
 type candidate struct {
 	ami     awsv1.AMI
@@ -87,40 +93,52 @@ func (r *Resolver) amis(ctx context.Context, nc *awsv1.EC2NodeClass, cluster eks
 		queries = ImageQueries(nc.Spec.AMISelectorTerms, ssmIDs)
 	}
 
-	best := map[string]candidate{}
-	for _, q := range queries {
-		p := ec2.NewDescribeImagesPaginator(r.EC2, q.Input())
-		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				return nil, failed("describing images", err)
+	images, err := cached(r.Selectors, queryKey("images", queries), now, func() ([]foundImage, error) {
+		var images []foundImage
+		for _, q := range queries {
+			p := ec2.NewDescribeImagesPaginator(r.EC2, q.Input())
+			for p.HasMorePages() {
+				page, err := p.NextPage(ctx)
+				if err != nil {
+					return nil, err
+				}
+				for _, img := range page.Images {
+					arch, ok := kubeArch(string(img.Architecture))
+					if !ok {
+						continue
+					}
+					images = append(images, foundImage{id: aws.ToString(img.ImageId), name: aws.ToString(img.Name), arch: arch,
+						created: aws.ToString(img.CreationDate), deprecation: aws.ToString(img.DeprecationTime)})
+				}
 			}
-			for _, img := range page.Images {
-				arch, ok := kubeArch(string(img.Architecture))
-				if !ok {
-					continue
-				}
-				id := aws.ToString(img.ImageId)
-				sets, isKnown := known[id]
-				if !isKnown {
-					sets = [][]corev1.NodeSelectorRequirement{nil}
-				}
-				created, _ := time.Parse(time.RFC3339, aws.ToString(img.CreationDate))
-				deprecated := false
-				if d := aws.ToString(img.DeprecationTime); d != "" {
-					if t, err := time.Parse(time.RFC3339, d); err == nil && !t.After(now) {
-						deprecated = true
-					}
-				}
-				for _, set := range sets {
-					reqs := append([]corev1.NodeSelectorRequirement{{Key: wellknown.ArchLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{arch}}}, set...)
-					sortRequirements(reqs)
-					c := candidate{ami: awsv1.AMI{ID: id, Name: aws.ToString(img.Name), Deprecated: deprecated, Requirements: reqs}, created: created}
-					key := requirementsKey(reqs)
-					if prev, ok := best[key]; !ok || better(c, prev) {
-						best[key] = c
-					}
-				}
+		}
+		return images, nil
+	})
+	if err != nil {
+		return nil, failed("describing images", err)
+	}
+	best := map[string]candidate{}
+	for _, img := range images {
+		sets, isKnown := known[img.id]
+		if !isKnown {
+			sets = [][]corev1.NodeSelectorRequirement{nil}
+		}
+		created, _ := time.Parse(time.RFC3339, img.created)
+		// Deprecation is judged now, not when the images were described:
+		// an image remembered past its deprecation time is deprecated.
+		deprecated := false
+		if img.deprecation != "" {
+			if t, err := time.Parse(time.RFC3339, img.deprecation); err == nil && !t.After(now) {
+				deprecated = true
+			}
+		}
+		for _, set := range sets {
+			reqs := append([]corev1.NodeSelectorRequirement{{Key: wellknown.ArchLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{img.arch}}}, set...)
+			sortRequirements(reqs)
+			c := candidate{ami: awsv1.AMI{ID: img.id, Name: img.name, Deprecated: deprecated, Requirements: reqs}, created: created}
+			key := requirementsKey(reqs)
+			if prev, ok := best[key]; !ok || better(c, prev) {
+				best[key] = c
 			}
 		}
 	}

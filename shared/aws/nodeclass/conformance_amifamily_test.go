@@ -262,9 +262,37 @@ func TestConformanceAMIs(t *testing.T) {
 		})
 	}
 
-	for _, spec := range []string{"should resolve AMIs from cache that are filtered by id", "should resolve AMIs from cache that are filtered by name", "should resolve AMIs from cache that are filtered by tags"} {
-		conformance.Run(t, conformance.Case{Suite: "aws/providers/amifamily", File: "pkg/providers/amifamily/suite_test.go",
-			Spec: "AMIProvider > Provider Cache > " + spec, Differs: fmt.Sprintf(noProviderCache, "AMIs", "AMIs")}, func(*testing.T) {})
+	// Karpenter's cases list a class's AMIs once and find both images in
+	// the one cache entry; here a warm container resolves the class again
+	// within the TTL, after EC2 has forgotten the images, and must answer
+	// from its cache.
+	for _, tc := range []struct {
+		spec  string
+		terms []awsv1.AMISelectorTerm
+	}{
+		{"should resolve AMIs from cache that are filtered by id", []awsv1.AMISelectorTerm{{ID: "ami-123"}, {ID: "ami-456"}}},
+		{"should resolve AMIs from cache that are filtered by name", []awsv1.AMISelectorTerm{{Name: "ami-name-1"}, {Name: "ami-name-2"}}},
+		{"should resolve AMIs from cache that are filtered by tags", []awsv1.AMISelectorTerm{{Tags: map[string]string{"test": "test"}}}},
+	} {
+		conformance.Run(t, amiCase("Provider Cache > "+tc.spec), func(t *testing.T) {
+			img := func(id, name, arch string) ec2types.Image {
+				return ec2types.Image{Name: aws.String(name), ImageId: aws.String(id), Architecture: ec2types.ArchitectureValues(arch), Tags: ec2Tags("test", "test"),
+					CreationDate: aws.String("2022-08-15T12:00:00Z"), State: ec2types.ImageStateAvailable}
+			}
+			api := &fakeEC2{images: []ec2types.Image{img("ami-123", "ami-name-1", "x86_64"), img("ami-456", "ami-name-2", "arm64")}}
+			nc := amiClass(tc.terms...)
+			cl := cluster
+			cl.KubernetesVersion = k8s
+			expectFromCache(t, api, "DescribeImages", func() { api.images = nil }, func(r *Resolver) ([]string, outcome) {
+				amis, o := r.amis(context.Background(), nc, cl, r.now())
+				var got []string
+				for _, a := range amis {
+					got = append(got, a.ID+"/"+a.Name)
+				}
+				sort.Strings(got)
+				return got, o
+			}, []string{"ami-123/ami-name-1", "ami-456/ami-name-2"})
+		})
 	}
 	conformance.Run(t, amiCase("Provider Cache > should correctly disambiguate AND vs OR semantics for tags"), func(t *testing.T) {
 		img := func(id, name, arch string, tags ...string) ec2types.Image {

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
@@ -91,26 +92,56 @@ func TestConformanceSecurityGroups(t *testing.T) {
 		})
 	}
 
-	for _, spec := range []string{"should resolve security groups from cache that are filtered by id", "should resolve security groups from cache that are filtered by Name", "should resolve security groups from cache that are filtered by tags"} {
-		conformance.Run(t, conformance.Case{Suite: "aws/providers/securitygroup", File: "pkg/providers/securitygroup/suite_test.go",
-			Spec: "SecurityGroupProvider > Provider Cache > " + spec, Differs: fmt.Sprintf(noProviderCache, "security groups", "security groups")}, func(*testing.T) {})
+	// As the subnet cases: resolved again within the TTL, after EC2 has
+	// forgotten the group, a warm container answers from its cache.
+	for _, tc := range []struct {
+		spec  string
+		terms []awsv1.SecurityGroupSelectorTerm
+	}{
+		{"should resolve security groups from cache that are filtered by id", []awsv1.SecurityGroupSelectorTerm{{ID: "test-sg-id-1"}}},
+		{"should resolve security groups from cache that are filtered by Name", []awsv1.SecurityGroupSelectorTerm{{Name: "test-sg-name-1"}}},
+		{"should resolve security groups from cache that are filtered by tags", []awsv1.SecurityGroupSelectorTerm{{Tags: map[string]string{"Name": "test-sg-1"}}}},
+	} {
+		conformance.Run(t, securityGroupCase("Provider Cache > "+tc.spec), func(t *testing.T) {
+			api := &fakeEC2{groups: []ec2types.SecurityGroup{{GroupId: aws.String("test-sg-id-1"), GroupName: aws.String("test-sg-name-1"), Tags: ec2Tags("Name", "test-sg-1")}}}
+			nc := selectorClass()
+			nc.Spec.SecurityGroupSelectorTerms = tc.terms
+			expectFromCache(t, api, "DescribeSecurityGroups", func() { api.groups = nil }, func(r *Resolver) ([]string, outcome) {
+				got, o := r.securityGroups(ctx, nc)
+				return groupIDs(got), o
+			}, []string{"test-sg-id-1/test-sg-name-1"})
+		})
 	}
 	conformance.Run(t, securityGroupCase("Provider Cache > should correctly disambiguate AND vs OR semantics for tags"), func(t *testing.T) {
+		warm := &SelectorCache{}
+		now := time.Now()
+		resolveWarm := func(api *fakeEC2, terms []awsv1.SecurityGroupSelectorTerm) []string {
+			nc := selectorClass()
+			nc.Spec.SecurityGroupSelectorTerms = terms
+			got, o := (&Resolver{EC2: api, Selectors: warm, Now: func() time.Time { return now }}).securityGroups(ctx, nc)
+			if o.err != nil {
+				t.Fatal(o.err)
+			}
+			return groupIDs(got)
+		}
 		api := &fakeEC2{groups: []ec2types.SecurityGroup{
 			{GroupName: aws.String("test-sgName-3"), GroupId: aws.String("test-sg-3"), Tags: ec2Tags("tag-key-1", "tag-value-1", "tag-key-2", "tag-value-2")},
 			{GroupName: aws.String("test-sgName-4"), GroupId: aws.String("test-sg-4"), Tags: ec2Tags("tag-key-2", "tag-value-2")},
 		}}
-		and := resolve(t, api, []awsv1.SecurityGroupSelectorTerm{{Tags: map[string]string{"tag-key-1": "tag-value-1", "tag-key-2": "tag-value-2"}}})
-		if got := groupIDs(and); !reflect.DeepEqual(got, []string{"test-sg-3/test-sgName-3"}) || api.calls["DescribeSecurityGroups"] != 1 {
-			t.Errorf("AND: %v in %d calls", got, api.calls["DescribeSecurityGroups"])
+		and := resolveWarm(api, []awsv1.SecurityGroupSelectorTerm{{Tags: map[string]string{"tag-key-1": "tag-value-1", "tag-key-2": "tag-value-2"}}})
+		if !reflect.DeepEqual(and, []string{"test-sg-3/test-sgName-3"}) || api.calls["DescribeSecurityGroups"] != 1 {
+			t.Errorf("AND: %v in %d calls", and, api.calls["DescribeSecurityGroups"])
 		}
 		api = &fakeEC2{groups: []ec2types.SecurityGroup{
 			{GroupName: aws.String("test-sgName-1"), GroupId: aws.String("test-sg-1"), Tags: ec2Tags("tag-key-1", "tag-value-1")},
 			{GroupName: aws.String("test-sgName-2"), GroupId: aws.String("test-sg-2"), Tags: ec2Tags("tag-key-2", "tag-value-2")},
 		}}
-		or := resolve(t, api, []awsv1.SecurityGroupSelectorTerm{{Tags: map[string]string{"tag-key-1": "tag-value-1"}}, {Tags: map[string]string{"tag-key-2": "tag-value-2"}}})
-		if got := groupIDs(or); !reflect.DeepEqual(got, []string{"test-sg-1/test-sgName-1", "test-sg-2/test-sgName-2"}) || api.calls["DescribeSecurityGroups"] != 2 {
-			t.Errorf("OR: %v in %d calls", got, api.calls["DescribeSecurityGroups"])
+		or := resolveWarm(api, []awsv1.SecurityGroupSelectorTerm{{Tags: map[string]string{"tag-key-1": "tag-value-1"}}, {Tags: map[string]string{"tag-key-2": "tag-value-2"}}})
+		if !reflect.DeepEqual(or, []string{"test-sg-1/test-sgName-1", "test-sg-2/test-sgName-2"}) || api.calls["DescribeSecurityGroups"] != 2 {
+			t.Errorf("OR: %v in %d calls", or, api.calls["DescribeSecurityGroups"])
+		}
+		if n := warm.len(now); n != 2 {
+			t.Errorf("%d cache entries, want one for each semantic", n)
 		}
 	})
 

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -24,10 +25,6 @@ import (
 func subnetCase(spec string) conformance.Case {
 	return conformance.Case{Suite: "aws/providers/subnet", File: "pkg/providers/subnet/suite_test.go", Spec: "SubnetProvider > " + spec}
 }
-
-// noProviderCache is the Differs of the provider cache cases: Karpenter
-// keeps what a selector query found for a minute; a Lambda starts cold.
-const noProviderCache = "Karpless keeps no cache of selector queries between resolutions (a Lambda starts cold): each resolution of an EC2NodeClass describes its %s anew, one Describe call per selector set, and status lists the same %s Karpenter's would"
 
 // karpenterSubnets are the subnets of Karpenter's fake EC2 API.
 func karpenterSubnets() []ec2types.Subnet {
@@ -156,29 +153,58 @@ func TestConformanceSubnets(t *testing.T) {
 		}
 	})
 
-	for _, spec := range []string{"should resolve subnets from cache that are filtered by id", "should resolve subnets from cache that are filtered by tags"} {
-		conformance.Run(t, conformance.Case{Suite: "aws/providers/subnet", File: "pkg/providers/subnet/suite_test.go",
-			Spec: "SubnetProvider > Provider Cache > " + spec, Differs: fmt.Sprintf(noProviderCache, "subnets", "subnets")}, func(*testing.T) {})
+	// Karpenter's cases resolve a class once and find its one subnet in
+	// the cache; here a warm container resolves it again within the TTL,
+	// after EC2 has forgotten the subnet, and must answer from the cache.
+	for _, tc := range []struct {
+		spec  string
+		terms []awsv1.SubnetSelectorTerm
+	}{
+		{"should resolve subnets from cache that are filtered by id", []awsv1.SubnetSelectorTerm{{ID: "test-subnet-id-1"}}},
+		{"should resolve subnets from cache that are filtered by tags", []awsv1.SubnetSelectorTerm{{Tags: map[string]string{"Name": "test-subnet-1"}}}},
+	} {
+		conformance.Run(t, subnetCase("Provider Cache > "+tc.spec), func(t *testing.T) {
+			api := &fakeEC2{subnets: []ec2types.Subnet{{SubnetId: aws.String("test-subnet-id-1"), SubnetArn: aws.String("test-subnet-arn-1"), Tags: ec2Tags("Name", "test-subnet-1")}}}
+			nc := selectorClass()
+			nc.Spec.SubnetSelectorTerms = tc.terms
+			expectFromCache(t, api, "DescribeSubnets", func() { api.subnets = nil }, func(r *Resolver) ([]string, outcome) {
+				got, o := r.subnets(ctx, nc)
+				return subnetIDs(got), o
+			}, []string{"test-subnet-id-1@/"})
+		})
 	}
 	conformance.Run(t, subnetCase("Provider Cache > should correctly disambiguate AND vs OR semantics for tags"), func(t *testing.T) {
-		// What Karpenter's cache keys tell apart: one term's tags are ANDed
-		// in one query, two terms are two queries whose results are ORed.
-		// Karpenter answers each query from its own output; so does EC2.
+		// One term's tags are ANDed in one query, two terms are two queries
+		// whose results are ORed; each selector is its own cache entry.
+		warm := &SelectorCache{}
+		now := time.Now()
+		resolveWarm := func(api *fakeEC2, terms []awsv1.SubnetSelectorTerm) []string {
+			nc := selectorClass()
+			nc.Spec.SubnetSelectorTerms = terms
+			got, o := (&Resolver{EC2: api, Selectors: warm, Now: func() time.Time { return now }}).subnets(ctx, nc)
+			if o.err != nil {
+				t.Fatal(o.err)
+			}
+			return subnetIDs(got)
+		}
 		api := &fakeEC2{subnets: []ec2types.Subnet{
 			{SubnetId: aws.String("test-subnet-id-3"), Tags: ec2Tags("tag-key-1", "tag-value-1", "tag-key-2", "tag-value-2")},
 			{SubnetId: aws.String("test-subnet-id-4"), Tags: ec2Tags("tag-key-1", "tag-value-1")},
 		}}
-		and := resolve(t, api, []awsv1.SubnetSelectorTerm{{Tags: map[string]string{"tag-key-1": "tag-value-1", "tag-key-2": "tag-value-2"}}})
-		if got := subnetIDs(and); !reflect.DeepEqual(got, []string{"test-subnet-id-3@/"}) || api.calls["DescribeSubnets"] != 1 {
-			t.Errorf("AND: %v in %d calls", got, api.calls["DescribeSubnets"])
+		and := resolveWarm(api, []awsv1.SubnetSelectorTerm{{Tags: map[string]string{"tag-key-1": "tag-value-1", "tag-key-2": "tag-value-2"}}})
+		if !reflect.DeepEqual(and, []string{"test-subnet-id-3@/"}) || api.calls["DescribeSubnets"] != 1 {
+			t.Errorf("AND: %v in %d calls", and, api.calls["DescribeSubnets"])
 		}
 		api = &fakeEC2{subnets: []ec2types.Subnet{
 			{SubnetId: aws.String("test-subnet-id-1"), Tags: ec2Tags("tag-key-1", "tag-value-1")},
 			{SubnetId: aws.String("test-subnet-id-2"), Tags: ec2Tags("tag-key-2", "tag-value-2")},
 		}}
-		or := resolve(t, api, []awsv1.SubnetSelectorTerm{{Tags: map[string]string{"tag-key-1": "tag-value-1"}}, {Tags: map[string]string{"tag-key-2": "tag-value-2"}}})
-		if got := subnetIDs(or); !reflect.DeepEqual(got, []string{"test-subnet-id-1@/", "test-subnet-id-2@/"}) || api.calls["DescribeSubnets"] != 2 {
-			t.Errorf("OR: %v in %d calls", got, api.calls["DescribeSubnets"])
+		or := resolveWarm(api, []awsv1.SubnetSelectorTerm{{Tags: map[string]string{"tag-key-1": "tag-value-1"}}, {Tags: map[string]string{"tag-key-2": "tag-value-2"}}})
+		if !reflect.DeepEqual(or, []string{"test-subnet-id-1@/", "test-subnet-id-2@/"}) || api.calls["DescribeSubnets"] != 2 {
+			t.Errorf("OR: %v in %d calls", or, api.calls["DescribeSubnets"])
+		}
+		if n := warm.len(now); n != 2 {
+			t.Errorf("%d cache entries, want one for each semantic", n)
 		}
 	})
 

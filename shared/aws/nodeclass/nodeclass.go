@@ -50,7 +50,8 @@ type IAMAPI interface {
 }
 
 // Resolver computes EC2NodeClass status from AWS. It keeps no state between
-// calls: build one per container (or per call) and share it.
+// calls but what Selectors remembers: build one per call or per container,
+// with the container's SelectorCache.
 type Resolver struct {
 	EC2 EC2API
 	SSM SSMAPI
@@ -64,6 +65,11 @@ type Resolver struct {
 	// data). A *ValidationError sets its reason; other errors are
 	// reported as "ValidationFailed".
 	Validate func(ctx context.Context, nc *awsv1.EC2NodeClass, status awsv1.EC2NodeClassStatus, cluster eksauth.ClusterInfo) error
+	// Selectors is the warm container's memory of selector queries: a
+	// resolution within timing.SelectorCacheTTL of another with the same
+	// subnet, security group or AMI queries describes nothing again. Nil
+	// remembers nothing (a cold start, or an engine made by hand).
+	Selectors *SelectorCache
 }
 
 // ValidationError is a configuration problem a person must fix; Reason
@@ -140,7 +146,11 @@ func failed(what string, err error) outcome {
 //
 // The returned status is always fit to write back. A non-nil error reports
 // transient failures (throttling, timeouts): the parts they hit keep their
-// previous values and conditions from nc.Status. Nothing is cached.
+// previous values and conditions from nc.Status. What the Describe calls
+// of subnets, security groups and AMIs found may come from r.Selectors, as
+// Karpenter's providers answer from their caches: at most
+// timing.SelectorCacheTTL old; SSM parameters, the instance profile,
+// placement groups and capacity reservations are read every time.
 //
 // Resolve is idempotent and safe to run twice at once: its only writes are
 // the instance profile of spec.role (see EnsureInstanceProfile).
@@ -265,32 +275,36 @@ func sortConditions(cs []metav1.Condition) {
 
 // subnets resolves subnetSelectorTerms; the result is sorted by free IP
 // addresses (most first), then id, as Karpenter orders it, so the first
-// subnet of each zone is the roomiest at the time of resolution.
+// subnet of each zone is the roomiest at the time of resolution (or of the
+// cached answer, as Karpenter's).
 func (r *Resolver) subnets(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1.Subnet, outcome) {
-	type found struct {
-		s    awsv1.Subnet
-		free int32
-	}
-	byID := map[string]found{}
-	for _, filters := range SubnetFilterSets(nc.Spec.SubnetSelectorTerms) {
-		p := ec2.NewDescribeSubnetsPaginator(r.EC2, &ec2.DescribeSubnetsInput{Filters: filters, MaxResults: aws.Int32(500)})
-		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				return nil, failed("describing subnets", err)
-			}
-			for _, s := range page.Subnets {
-				id := aws.ToString(s.SubnetId)
-				byID[id] = found{awsv1.Subnet{ID: id, Zone: aws.ToString(s.AvailabilityZone), ZoneID: aws.ToString(s.AvailabilityZoneId)}, aws.ToInt32(s.AvailableIpAddressCount)}
+	sets := SubnetFilterSets(nc.Spec.SubnetSelectorTerms)
+	list, err := cached(r.Selectors, filterSetsKey("subnets", sets), r.now(), func() ([]foundSubnet, error) {
+		byID := map[string]foundSubnet{}
+		for _, filters := range sets {
+			p := ec2.NewDescribeSubnetsPaginator(r.EC2, &ec2.DescribeSubnetsInput{Filters: filters, MaxResults: aws.Int32(500)})
+			for p.HasMorePages() {
+				page, err := p.NextPage(ctx)
+				if err != nil {
+					return nil, err
+				}
+				for _, s := range page.Subnets {
+					id := aws.ToString(s.SubnetId)
+					byID[id] = foundSubnet{awsv1.Subnet{ID: id, Zone: aws.ToString(s.AvailabilityZone), ZoneID: aws.ToString(s.AvailabilityZoneId)}, aws.ToInt32(s.AvailableIpAddressCount)}
+				}
 			}
 		}
+		list := make([]foundSubnet, 0, len(byID))
+		for _, f := range byID {
+			list = append(list, f)
+		}
+		return list, nil
+	})
+	if err != nil {
+		return nil, failed("describing subnets", err)
 	}
-	if len(byID) == 0 {
+	if len(list) == 0 {
 		return nil, notReady(ReasonSubnetsNotFound, "no subnets match subnetSelectorTerms %s; tag the cluster's subnets or fix the terms", termsString(nc.Spec.SubnetSelectorTerms))
-	}
-	list := make([]found, 0, len(byID))
-	for _, f := range byID {
-		list = append(list, f)
 	}
 	sort.Slice(list, func(i, j int) bool {
 		if list[i].free != list[j].free {
@@ -305,28 +319,42 @@ func (r *Resolver) subnets(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1
 	return out, ready()
 }
 
+// foundSubnet is a subnet a selector query found, with its free addresses
+// then.
+type foundSubnet struct {
+	s    awsv1.Subnet
+	free int32
+}
+
 // securityGroups resolves securityGroupSelectorTerms, sorted by id.
 func (r *Resolver) securityGroups(ctx context.Context, nc *awsv1.EC2NodeClass) ([]awsv1.SecurityGroup, outcome) {
-	byID := map[string]awsv1.SecurityGroup{}
-	for _, filters := range SecurityGroupFilterSets(nc.Spec.SecurityGroupSelectorTerms) {
-		p := ec2.NewDescribeSecurityGroupsPaginator(r.EC2, &ec2.DescribeSecurityGroupsInput{Filters: filters, MaxResults: aws.Int32(1000)})
-		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				return nil, failed("describing security groups", err)
-			}
-			for _, g := range page.SecurityGroups {
-				id := aws.ToString(g.GroupId)
-				byID[id] = awsv1.SecurityGroup{ID: id, Name: aws.ToString(g.GroupName)}
+	sets := SecurityGroupFilterSets(nc.Spec.SecurityGroupSelectorTerms)
+	out, err := cached(r.Selectors, filterSetsKey("security-groups", sets), r.now(), func() ([]awsv1.SecurityGroup, error) {
+		byID := map[string]awsv1.SecurityGroup{}
+		for _, filters := range sets {
+			p := ec2.NewDescribeSecurityGroupsPaginator(r.EC2, &ec2.DescribeSecurityGroupsInput{Filters: filters, MaxResults: aws.Int32(1000)})
+			for p.HasMorePages() {
+				page, err := p.NextPage(ctx)
+				if err != nil {
+					return nil, err
+				}
+				for _, g := range page.SecurityGroups {
+					id := aws.ToString(g.GroupId)
+					byID[id] = awsv1.SecurityGroup{ID: id, Name: aws.ToString(g.GroupName)}
+				}
 			}
 		}
+		out := make([]awsv1.SecurityGroup, 0, len(byID))
+		for _, g := range byID {
+			out = append(out, g)
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, failed("describing security groups", err)
 	}
-	if len(byID) == 0 {
+	if len(out) == 0 {
 		return nil, notReady(ReasonSecurityGroupsNotFound, "no security groups match securityGroupSelectorTerms %s; tag the node security group or fix the terms", termsString(nc.Spec.SecurityGroupSelectorTerms))
-	}
-	out := make([]awsv1.SecurityGroup, 0, len(byID))
-	for _, g := range byID {
-		out = append(out, g)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, ready()

@@ -123,6 +123,13 @@ const (
 	// Karpenter re-reads subnets and security groups every minute and AMIs
 	// within five.
 	NodeClassRefresh = time.Minute
+	// SelectorCacheTTL is how long a warm container answers a selector
+	// query (the Describe calls of an EC2NodeClass's subnet, security
+	// group or AMI terms) from what it found before: Karpenter's
+	// DefaultTTL, the most a resolved status may lag AWS by, beyond the
+	// refresh interval. A changed query (new terms, a newly published AMI
+	// id) is never answered from another query's result.
+	SelectorCacheTTL = time.Minute
 	// ClusterInfoTTL is how long facts fetched from EKS or the API server
 	// are reused; the Kubernetes version changes on an upgrade, which the
 	// AMI aliases must follow (Karpenter polls it every 5 minutes too).

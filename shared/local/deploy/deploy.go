@@ -22,7 +22,6 @@ import (
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/app"
 	"github.com/karpless/karpless/shared/aws/awsconfig"
-	"github.com/karpless/karpless/shared/aws/pricing"
 	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
@@ -48,9 +47,10 @@ type Options struct {
 	// Out receives EMF metric lines (nil discards them).
 	Out io.Writer
 	// Warm is what a warm container remembers between invocations (the
-	// pricing book it decoded last): envs given the same one run as
-	// invocations of one container. Nil is a cold start.
-	Warm *pricing.Cache
+	// pricing book it decoded last, what selector queries found): envs
+	// given the same one run as invocations of one container. Nil is a
+	// cold start.
+	Warm *app.Warm
 }
 
 // NewEnv builds an app.Env whose AWS clients talk to the emulator and whose
@@ -112,9 +112,8 @@ func NewEnv(emu *emulator.Emulator, kc *kube.Clients, o Options) (*app.Env, erro
 		return nil, err
 	}
 	cluster := eksauth.New(eksauth.ClusterSource{Name: cfg.ClusterName, EKS: eks.NewFromConfig(awsCfg)})
-	env := &app.Env{Config: cfg, AWS: clients, Cluster: cluster, Kube: kc, Catalog: cat, Log: o.Log, Clock: o.Clock, Out: o.Out}
+	env := &app.Env{Config: cfg, AWS: clients, Cluster: cluster, Kube: kc, Catalog: cat, Log: o.Log, Clock: o.Clock, Out: o.Out, Warm: o.Warm}
 	env.Prices = env.NewPrices()
-	env.Prices.Cache = o.Warm
 	return env, nil
 }
 

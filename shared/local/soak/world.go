@@ -27,7 +27,6 @@ import (
 	"github.com/karpless/karpless/shared/apis/crds"
 	"github.com/karpless/karpless/shared/app"
 	"github.com/karpless/karpless/shared/aws/awsconfig"
-	"github.com/karpless/karpless/shared/aws/pricing"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/kube"
@@ -77,11 +76,11 @@ type world struct {
 	// invocations: an invocation takes one (or starts cold) and gives it
 	// back unless it was killed; invocations at once never share one.
 	idleMu sync.Mutex
-	idle   map[string][]*pricing.Cache
+	idle   map[string][]*app.Warm
 }
 
 // container is a warm container of the function, or a cold one.
-func (w *world) container(identity string) *pricing.Cache {
+func (w *world) container(identity string) *app.Warm {
 	w.idleMu.Lock()
 	defer w.idleMu.Unlock()
 	if n := len(w.idle[identity]); n > 0 {
@@ -89,15 +88,15 @@ func (w *world) container(identity string) *pricing.Cache {
 		w.idle[identity] = w.idle[identity][:n-1]
 		return c
 	}
-	return &pricing.Cache{}
+	return &app.Warm{}
 }
 
 // release keeps the container of an invocation that ended for the next.
-func (w *world) release(identity string, c *pricing.Cache) {
+func (w *world) release(identity string, c *app.Warm) {
 	w.idleMu.Lock()
 	defer w.idleMu.Unlock()
 	if w.idle == nil {
-		w.idle = map[string][]*pricing.Cache{}
+		w.idle = map[string][]*app.Warm{}
 	}
 	w.idle[identity] = append(w.idle[identity], c)
 }
@@ -203,7 +202,7 @@ func (w *world) close() {
 // env builds one invocation's engines, as a Lambda container would, with
 // the Kubernetes API's hostility, the invocation's kill switch and the
 // invariant recorders in front of both edges.
-func (w *world) env(identity, holder string, ks *deploy.KillSwitch, warm *pricing.Cache) (*app.Env, error) {
+func (w *world) env(identity, holder string, ks *deploy.KillSwitch, warm *app.Warm) (*app.Env, error) {
 	cfg := rest.CopyConfig(w.ctl.RESTConfig)
 	cfg.Wrap(w.kchaos.Wrap)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &kubeEdge{next: rt, w: w, ks: ks, who: identity} })

@@ -52,7 +52,7 @@ type World struct {
 	Chaos *kubechaos.Chaos
 	// Warm is the memory of the warm container App's invocations run in;
 	// envs a test builds for invocations that are not killed share it.
-	Warm *pricing.Cache
+	Warm *app.Warm
 }
 
 // SkewClock is the wall clock plus an offset the test moves forward, so
@@ -136,7 +136,7 @@ func New(t testing.TB, env *kubetest.Env, identity string, opts ...Option) *Worl
 	if err != nil {
 		t.Fatal(err)
 	}
-	warm := &pricing.Cache{}
+	warm := &app.Warm{}
 	a, err := deploy.NewEnv(emu, kc, deploy.Options{Identity: identity, Clock: clk, Warm: warm})
 	if err != nil {
 		t.Fatal(err)

@@ -86,7 +86,7 @@ type world struct {
 	kubeChaos kubechaos.Config
 	// warm is the memory of the warm container the passes run in; a
 	// killed pass's container is a new one.
-	warm pricing.Cache
+	warm app.Warm
 }
 
 // newWorld starts a scenario on the emulator's default hostility (opts

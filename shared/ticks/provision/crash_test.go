@@ -23,7 +23,6 @@ import (
 
 	"github.com/karpless/karpless/shared/app"
 	"github.com/karpless/karpless/shared/aws/awsconfig"
-	"github.com/karpless/karpless/shared/aws/pricing"
 	"github.com/karpless/karpless/shared/aws/unavailable"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/core/wellknown"
@@ -149,7 +148,7 @@ func fastRetryer() aws.Retryer {
 type crashWorld struct {
 	emu  *emulator.Emulator
 	clk  *testworld.SkewClock
-	warm *pricing.Cache
+	warm *app.Warm
 }
 
 // newCrashWorld starts an account of default hostility whose instances
@@ -175,7 +174,7 @@ func newCrashWorld(t *testing.T, w *testworld.World, opts ...testworld.Option) c
 	if err := emu.ConnectCluster(nil, w.E.Cluster.RESTConfig.Host, ca); err != nil {
 		t.Fatal(err)
 	}
-	return crashWorld{emu: emu, clk: clk, warm: &pricing.Cache{}}
+	return crashWorld{emu: emu, clk: clk, warm: &app.Warm{}}
 }
 
 // reset starts a case: no NodeClaims (their instances terminated), no

@@ -1,6 +1,6 @@
 // Package controlplane runs a real Kubernetes control plane (etcd, kube-apiserver
 // and optionally kube-scheduler and kube-controller-manager) on loopback, from
-// binaries built from source by hack/kube/build.sh, for tests and the demo.
+// binaries built from source by kubebuild, for tests, the demo and karpless local up.
 package controlplane
 
 import (
@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/karpless/karpless/shared/local/controlplane/kubebuild"
 )
 
 // ErrNotBuilt means the control-plane binaries are missing; the message says
@@ -53,7 +55,7 @@ type Config struct {
 	TokenWebhookCacheTTL time.Duration
 	// VirtualClock, when set, names the file whose 8 bytes hold the wall
 	// time kube-apiserver, kube-scheduler and kube-controller-manager read
-	// (hack/kube/virtualclock): the soak runs the control plane on its
+	// (kubebuild/module/zz_virtual_clock.go.in): the soak runs the control plane on its
 	// virtual clock, so that creation and deletion timestamps agree with the
 	// clock the functions run on. etcd keeps the real time.
 	VirtualClock string
@@ -111,18 +113,33 @@ const (
 // virtual clock has not moved since the youngest pod was created).
 var restartable = map[string]bool{"kube-scheduler": true, "kube-controller-manager": true}
 
+// BinEnv names a folder of control-plane binaries to use instead of the
+// shared build (kubebuild.BinDir).
+const BinEnv = "KARPLESS_KUBE_BIN"
+
 // FindBinDir locates the control-plane binaries: $KARPLESS_KUBE_BIN, else
-// .cache/kube/bin under the repository root found from the working directory.
+// the build in the user's cache that every checkout and the installed CLI
+// share (kubebuild.BinDir), else a checkout's own .cache/kube/bin built as
+// the same version before the cache was shared. It builds nothing:
+// kubebuild.Ensure does (`make kube`, or `karpless local up`).
 func FindBinDir() (string, error) {
-	if d := os.Getenv("KARPLESS_KUBE_BIN"); d != "" {
+	if d := os.Getenv(BinEnv); d != "" {
 		return d, checkBinaries(d)
 	}
-	root, err := RepoRoot()
+	shared, err := kubebuild.BinDir()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w: %w", ErrNotBuilt, err)
 	}
-	d := filepath.Join(root, ".cache", "kube", "bin")
-	return d, checkBinaries(d)
+	if checkBinaries(shared) == nil {
+		return shared, nil
+	}
+	if root, err := RepoRoot(); err == nil {
+		own := filepath.Join(root, ".cache", "kube", "bin")
+		if kubebuild.Stamped(own) && checkBinaries(own) == nil {
+			return own, nil
+		}
+	}
+	return shared, checkBinaries(shared)
 }
 
 // RepoRoot walks up from the working directory to the Karpless go.mod.
@@ -138,7 +155,7 @@ func RepoRoot() (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("%w: not inside the Karpless repository; set KARPLESS_KUBE_BIN", ErrNotBuilt)
+			return "", errors.New("not inside the Karpless repository")
 		}
 		dir = parent
 	}
@@ -147,7 +164,7 @@ func RepoRoot() (string, error) {
 func checkBinaries(dir string) error {
 	for _, b := range []string{"etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			return fmt.Errorf("%w: %s missing in %s; run `make kube` (hack/kube/build.sh, ~15 min the first time, cached after)", ErrNotBuilt, b, dir)
+			return fmt.Errorf("%w: %s missing in %s; run `make kube` in a checkout, or `karpless local up`, which builds it once (~15 min on 2 cores)", ErrNotBuilt, b, dir)
 		}
 	}
 	return nil

@@ -54,6 +54,7 @@ func TestDefaultScenario(t *testing.T) {
 		t.Fatalf("%d step results for %d steps", len(sum.Steps), len(s.Steps))
 	}
 	for _, st := range sum.Steps {
+		t.Logf("step %q: $/hour %.3f -> %.3f: %s", st.Name, st.CostFrom, st.CostTo, strings.Join(st.CostCauses, "; "))
 		if st.Failed != "" {
 			t.Errorf("step %q failed: %s", st.Name, st.Failed)
 		}

@@ -33,7 +33,8 @@ func LoadWatcher(ctx context.Context, lookup func(string) (string, bool)) (*Env,
 // function of this environment's account.
 func (e *Env) Watcher(provisioner watch.Invoker) *watch.Watcher {
 	return &watch.Watcher{
-		Core: e.Kube.Core, Invoker: provisioner, Namespace: e.Config.Namespace, Lease: provision.LeaseName,
+		Core: e.Kube.Core, NodePools: e.Kube.NodePools, CapacityBuffers: e.Kube.CapacityBuffers(""),
+		Invoker: provisioner, Namespace: e.Config.Namespace, Lease: provision.LeaseName,
 		Window: timing.WatcherWindow, BatchIdle: e.Config.BatchIdle, BatchMax: e.Config.BatchMax,
 		Margin: e.Config.DeadlineMargin, Clock: e.Clock, Log: e.Log.With("function", "watcher"),
 	}

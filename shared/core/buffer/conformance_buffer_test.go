@@ -195,10 +195,8 @@ func TestConformanceCapacityBufferController(t *testing.T) {
 		}
 	})
 
-	trigger := cbCase("suite_test.go", ctrl+"Provisioner trigger > should trigger the provisioner after a successful reconcile")
-	trigger.Differs = "a CapacityBuffer created or changed is provisioned for by the next provisioning tick (within a minute), " +
-		"not by a pass its reconcile triggers at once: no Karpless function watches CapacityBuffers"
-	conformance.Run(t, trigger, func(t *testing.T) {})
+	// "Provisioner trigger > should trigger the provisioner after a
+	// successful reconcile" is the watcher's: shared/ticks/watch.
 	run("Provisioner trigger > should NOT trigger the provisioner when resolution fails", func(t *testing.T) {
 		// Nothing reaches the provisioner from a buffer that did not
 		// resolve: no virtual pod.

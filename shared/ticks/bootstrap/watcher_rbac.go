@@ -12,11 +12,16 @@ import (
 const WatcherRoleName = "karpless-watcher"
 
 // WatcherRules are the watcher function's grants, read-only: it lists and
-// watches unbound pods, nodes and the provisioning lease, and writes
-// nothing (it starts the provisioner through Lambda, not the cluster).
+// watches unbound pods, nodes, NodePools, CapacityBuffers and the
+// provisioning lease, and writes nothing (it starts the provisioner
+// through Lambda, not the cluster).
 func WatcherRules() []Rule {
 	return []Rule{
 		{Group: "", Resources: []string{"pods", "nodes"}, Verbs: readOnly},
+		// An informer's list and watch only: the watcher reads no single
+		// NodePool or buffer.
+		{Group: "karpenter.sh", Resources: []string{"nodepools"}, Verbs: listWatch},
+		{Group: "autoscaling.x-k8s.io", Resources: []string{"capacitybuffers"}, Verbs: listWatch},
 		{Group: "coordination.k8s.io", Resources: []string{"leases"}, Verbs: readOnly, Names: []string{ProvisioningLease}, Namespaced: true},
 	}
 }
@@ -24,6 +29,8 @@ func WatcherRules() []Rule {
 func watcherSubject() *rbacv1.SubjectApplyConfiguration {
 	return rbacv1.Subject().WithAPIGroup("rbac.authorization.k8s.io").WithKind("Group").WithName(WatcherGroup)
 }
+
+var listWatch = []string{"list", "watch"}
 
 // applyWatcherRBAC applies the watcher's ClusterRole, Role and bindings.
 func applyWatcherRBAC(ctx context.Context, c *kube.Clients, o Options, r *Result) error {

@@ -24,7 +24,8 @@ func (c *countInvoker) InvokeAsync(context.Context, []byte) error { c.n.Add(1); 
 
 // TestWatcherRBAC runs the watcher's own code as its group: with only the
 // watcher's grants, its informers sync and a pod turning unschedulable
-// starts the provisioner; it can write nothing and read no other Lease.
+// starts the provisioner; it may list and watch NodePools and buffers; it
+// can write nothing and read no other Lease.
 func TestWatcherRBAC(t *testing.T) {
 	if emulator.WatcherGroup != WatcherGroup {
 		t.Fatalf("the emulator maps the watcher to %s, the bootstrap binds %s", emulator.WatcherGroup, WatcherGroup)
@@ -43,7 +44,8 @@ func TestWatcherRBAC(t *testing.T) {
 
 	inv := &countInvoker{}
 	w := &watch.Watcher{
-		Core: c.Core, Invoker: inv, Namespace: o.Namespace, Lease: provision.LeaseName,
+		Core: c.Core, NodePools: c.NodePools, CapacityBuffers: c.CapacityBuffers(""),
+		Invoker: inv, Namespace: o.Namespace, Lease: provision.LeaseName,
 		Window: 30 * time.Second, BatchIdle: 200 * time.Millisecond, BatchMax: time.Second,
 		Clock: clock.RealClock{}, Log: slog.New(slog.DiscardHandler),
 	}
@@ -97,6 +99,17 @@ func TestWatcherRBAC(t *testing.T) {
 	}
 	if _, err := c.NodeClaims.List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("listing NodeClaims: want Forbidden, got %v", err)
+	}
+	// Its informers' list (and watch) of NodePools and buffers, nothing
+	// more of them.
+	if _, err := c.NodePools.List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("listing NodePools: %v", err)
+	}
+	if _, err := c.CapacityBuffers("").List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("listing CapacityBuffers: %v", err)
+	}
+	if _, err := c.NodePools.Get(ctx, "default", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("reading a NodePool by name: want Forbidden, got %v", err)
 	}
 	if _, err := c.Core.CoreV1().Secrets(o.Namespace).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("listing secrets: want Forbidden, got %v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -16,10 +17,14 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
+	cbv1 "github.com/karpless/karpless/shared/apis/autoscaling/v1beta1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/aws/invoke"
 	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/kube/lease"
 	"github.com/karpless/karpless/shared/local/controlplane/kubechaos"
 	"github.com/karpless/karpless/shared/local/deploy"
 	"github.com/karpless/karpless/shared/local/emulator"
@@ -267,4 +272,116 @@ func pct(ds []time.Duration, p float64) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+// leaseTaker stands for the provisioner the watcher invokes: each
+// invocation takes the provisioning lease, holds it a moment (a pass) and
+// releases it, so the watcher sees its invocation answered.
+type leaseTaker struct {
+	env       *kubetest.Env
+	ns, lease string
+	n         atomic.Int32
+}
+
+func (l *leaseTaker) InvokeAsync(context.Context, []byte) error {
+	n := l.n.Add(1)
+	go func() {
+		ctx := context.Background()
+		ls := lease.New(l.env.Clients.Core.CoordinationV1(), l.ns, l.lease, fmt.Sprintf("run-%d", n), 30*time.Second, clock.RealClock{})
+		if ok, err := ls.TryAcquire(ctx); !ok || err != nil {
+			return
+		}
+		time.Sleep(300 * time.Millisecond)
+		_ = ls.Release(ctx)
+	}()
+	return nil
+}
+
+// TestStaticNodePoolAndBufferStartProvisioner: the watcher starts the
+// provisioner for what Karpenter's static and capacitybuffer controllers
+// react to, a static NodePool created or scaled and a CapacityBuffer
+// created, and not for a dynamic NodePool or a NodePool change that is
+// neither its replicas nor its readiness.
+func TestStaticNodePoolAndBufferStartProvisioner(t *testing.T) {
+	e := kubetest.Need(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := e.Namespace(t)
+	inv := &leaseTaker{env: e, ns: ns, lease: "karpless-provisioning"}
+	w := &watch.Watcher{
+		Core: e.Clients.Core, NodePools: e.Clients.NodePools, CapacityBuffers: e.Clients.CapacityBuffers(""),
+		Invoker: inv, Namespace: ns, Lease: inv.lease,
+		Window: time.Minute, BatchIdle: 200 * time.Millisecond, BatchMax: time.Second,
+		Clock: clock.RealClock{}, Log: slog.New(slog.DiscardHandler),
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan watch.Summary)
+	go func() {
+		s, err := w.Run(wctx)
+		if err != nil {
+			t.Errorf("watcher: %v", err)
+		}
+		done <- s
+	}()
+	// invoked waits for the n-th invocation; none beyond it comes within
+	// quiet after.
+	invoked := func(n int32, what string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for inv.n.Load() < n && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if got := inv.n.Load(); got < n {
+			t.Fatalf("%s: %d provisioner invocations, want %d", what, got, n)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		if got := inv.n.Load(); got != n {
+			t.Fatalf("%s: %d provisioner invocations, want %d", what, got, n)
+		}
+	}
+	time.Sleep(time.Second) // listed
+	name := kubetest.Name(t)
+	pools := e.Clients.NodePools
+	t.Cleanup(func() {
+		for _, n := range []string{name + "-dynamic", name + "-static"} {
+			_ = pools.Delete(context.Background(), n, metav1.DeleteOptions{})
+		}
+	})
+	if _, err := pools.Create(ctx, deploy.DefaultNodePool(name+"-dynamic"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	invoked(0, "a dynamic NodePool created")
+
+	static := deploy.DefaultNodePool(name + "-static")
+	static.Spec.Replicas = new(int64(1))
+	np, err := pools.Create(ctx, static, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	invoked(1, "a static NodePool created")
+
+	np.Labels = map[string]string{"team": "a"}
+	if np, err = pools.Update(ctx, np, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	invoked(1, "a static NodePool relabelled")
+
+	np.Spec.Replicas = new(int64(3))
+	if _, err = pools.Update(ctx, np, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	invoked(2, "a static NodePool scaled")
+
+	if _, err := e.Clients.CapacityBuffers(ns).Create(ctx, &cbv1.CapacityBuffer{
+		ObjectMeta: metav1.ObjectMeta{Name: "buffer"},
+		Spec:       cbv1.CapacityBufferSpec{PodTemplateRef: &cbv1.LocalObjectRef{Name: "chunk"}, Replicas: new(int32(2))},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	invoked(3, "a CapacityBuffer created")
+
+	stop()
+	if s := <-done; s.Work != 3 {
+		t.Errorf("work %d, want 3 (the static pool created and scaled, the buffer created): %+v", s.Work, s)
+	}
 }

@@ -1,11 +1,20 @@
 package watch
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	watchapi "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 
+	cbv1 "github.com/karpless/karpless/shared/apis/autoscaling/v1beta1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 )
 
@@ -44,6 +53,40 @@ func TestNodePoolWork(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if got := nodePoolWork(c.old, c.cur, c.initial, recent); got != c.want {
 				t.Errorf("work %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestOptionalInformer: a kind whose CRD is not installed, or that the
+// watcher's grants do not cover yet, is left unwatched; a passing failure
+// is the informer's to retry.
+func TestOptionalInformer(t *testing.T) {
+	w := &Watcher{Log: slog.New(slog.DiscardHandler)}
+	gr := schema.GroupResource{Group: "autoscaling.x-k8s.io", Resource: "capacitybuffers"}
+	for _, c := range []struct {
+		name    string
+		ok      bool
+		err     error
+		watched bool
+	}{
+		{"no client", false, nil, false},
+		{"listed", true, nil, true},
+		{"CRD not installed", true, apierrors.NewNotFound(gr, ""), false},
+		{"not granted", true, apierrors.NewForbidden(gr, "", errors.New("no")), false},
+		{"throttled", true, apierrors.NewTooManyRequests("slow down", 1), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lw := &cache.ListWatch{
+				ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+					return &cbv1.CapacityBufferList{}, c.err
+				},
+				WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watchapi.Interface, error) {
+					return watchapi.NewEmptyWatch(), nil
+				},
+			}
+			if got := w.optionalInformer(context.Background(), "capacitybuffers", c.ok, lw, &cbv1.CapacityBuffer{}) != nil; got != c.watched {
+				t.Errorf("watched %v, want %v", got, c.watched)
 			}
 		})
 	}

@@ -33,7 +33,7 @@ CDK_ARGS     ?=
 # Identity of the CRDs the bootstrap embeds; a change makes CloudFormation re-run it.
 CRD_HASH     := $(shell cat shared/apis/crds/*.yaml 2>/dev/null | sha256sum | cut -c1-16)
 
-.PHONY: all demo test browser test-kills test-cases test-loaded soak-mutants conformance conformance-doc checks soak unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
+.PHONY: all cli demo test browser test-kills test-cases test-loaded soak-mutants conformance conformance-doc checks soak unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
 
 all: test
 
@@ -45,6 +45,17 @@ all: test
 ## binary itself (a warm run is instant), so make never trusts a stamp alone.
 kube:
 	$(GO) run ./hack/kube -link $(CURDIR)/$(KUBE_BIN)
+
+## cli: build/karpless, the operator CLI, with its version and commit stamped
+## (GOFLAGS has -buildvcs=false, so the build info has no commit) and without
+## what it does not need: symbols and DWARF (-s -w), file paths (-trimpath),
+## the Lambda RPC runtime a CLI never serves (lambda.norpc). docs/cli.md,
+## "The binary", has the sizes.
+CLI_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+CLI_COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+cli: FORCE
+	@mkdir -p build
+	$(GO) build -trimpath -tags lambda.norpc -ldflags '-s -w -X main.version=$(CLI_VERSION) -X main.commit=$(CLI_COMMIT)' -o build/karpless ./cmd/karpless
 
 ## demo: the whole loop on this machine, no AWS account and no Docker:
 ## make demo [SCENARIO=path/to/scenario.yaml]. The last line is the summary.
@@ -60,8 +71,7 @@ demo: kube
 SEEDS ?= 20
 HOURS ?= 6
 FIRST_SEED ?= 1
-soak: kube
-	$(GO) build -o build/karpless ./cmd/karpless
+soak: kube cli
 	build/karpless soak --seeds $(SEEDS) --first-seed $(FIRST_SEED) --hours $(HOURS) $(if $(SOAK_DIR),--dir $(SOAK_DIR))
 
 ## conformance: the cases of Karpenter v1.14.1's own suites ported as the

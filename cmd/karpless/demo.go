@@ -19,8 +19,15 @@ func runDemo(ctx context.Context, c *cli, args []string) error {
 	scenario := fs.String("scenario", "", "a scenario file (default: the bundled one, shared/local/demo/scenarios/default.yaml)")
 	report := fs.String("report", "demo-report", "folder for the HTML report")
 	verbose := fs.Bool("v", false, "also print the functions' JSON logs")
-	if pos, err := parse(fs, args); err != nil || len(pos) != 0 {
-		return errUsage
+	if pos, err := parse(fs, args); err != nil {
+		return err
+	} else if len(pos) != 0 {
+		return badUsage(fs, "")
+	}
+	// The demo starts its control plane from the shared build: built here
+	// the first time, with its phases, so demo works outside a checkout.
+	if _, err := ensureControlPlane(ctx, c); err != nil {
+		return err
 	}
 	var s *demo.Scenario
 	var err error

@@ -14,40 +14,52 @@ import (
 // command, and the word after it (a subcommand of a group).
 var cliUse = regexp.MustCompile("(?m)(?:^|[\\s;&|(`$])karpless[ \\t]+([a-z][a-z-]*)(?:[ \\t]+([a-z][a-z-]*))?")
 
-// subcommandLine is a subcommand's line in a group's usage.
-var subcommandLine = regexp.MustCompile(`(?m)^  ([a-z][a-z-]*)\b`)
+// subcommandLine is a subcommand's line in a group's usage, with its
+// aliases in parentheses: "  pod (pods, po) [flags] ...".
+var subcommandLine = regexp.MustCompile(`(?m)^  ([a-z][a-z-]*)(?: \(([a-z, -]+)\))?`)
 
 // cliCommands are the commands and, for a group, its subcommands, as
-// `--help` prints them.
-func cliCommands(t *testing.T) map[string][]string {
+// `--help` prints them; aliases maps "command alias" to the subcommand.
+func cliCommands(t *testing.T) (cmds map[string][]string, aliases map[string]string) {
 	t.Helper()
-	out := map[string][]string{}
+	cmds, aliases = map[string][]string{}, map[string]string{}
 	for _, cmd := range commands {
 		var stdout, stderr bytes.Buffer
 		_ = cmd.run(context.Background(), &cli{out: &stdout, err: &stderr}, []string{"--help"})
 		help := stdout.String() + stderr.String()
-		out[cmd.name] = nil
+		cmds[cmd.name] = nil
 		if _, subs, ok := strings.Cut(help, "subcommands:"); ok {
 			for _, m := range subcommandLine.FindAllStringSubmatch(subs, -1) {
-				out[cmd.name] = append(out[cmd.name], m[1])
+				cmds[cmd.name] = append(cmds[cmd.name], m[1])
+				for _, a := range strings.Split(m[2], ", ") {
+					if a != "" {
+						aliases[cmd.name+" "+a] = m[1]
+					}
+				}
 			}
-			if len(out[cmd.name]) == 0 {
+			if len(cmds[cmd.name]) == 0 {
 				t.Fatalf("karpless %s --help lists no subcommand:\n%s", cmd.name, help)
 			}
 		}
 	}
-	return out
+	return cmds, aliases
 }
 
 // TestDocsNameTheCLI holds the docs to the CLI: every `karpless <command>
-// [<subcommand>]` in a page's code exists, and every command and
-// subcommand appears in some page's code.
+// [<subcommand>]` in a page's code exists (an alias counts as its
+// subcommand), and every command and subcommand appears in some page's
+// code.
 func TestDocsNameTheCLI(t *testing.T) {
-	cmds := cliCommands(t)
+	cmds, aliases := cliCommands(t)
 	mentioned := map[string]bool{}
 	for _, p := range docscheck.Pages(t) {
 		for _, code := range docscheck.Code(p.Text) {
 			for _, m := range cliUse.FindAllStringSubmatch(code, -1) {
+				if m[1] == "help" {
+					// karpless help <command> [<subcommand>] is the
+					// command's --help (TestDispatch).
+					continue
+				}
 				subs, ok := cmds[m[1]]
 				if !ok {
 					t.Errorf("%s names `karpless %s`, which is not a command", p.Path, m[1])
@@ -56,6 +68,9 @@ func TestDocsNameTheCLI(t *testing.T) {
 				mentioned[m[1]] = true
 				if len(subs) == 0 || m[2] == "" {
 					continue
+				}
+				if sub, ok := aliases[m[1]+" "+m[2]]; ok {
+					m[2] = sub
 				}
 				if !contains(subs, m[2]) {
 					t.Errorf("%s names `karpless %s %s`, which is not a subcommand (%s)", p.Path, m[1], m[2], strings.Join(subs, ", "))

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -37,14 +39,14 @@ func init() {
 	// Assigned here because localUp's usage refers back to the table.
 	localSubcommands = []subcommand{
 		{"up", "[--dir " + DefaultLocalDir + "] [--scheduler] [--controller-manager] [--bootstrap] [--schedules] [--interruption] [--responsiveness continuous|economy] [--log-level info]",
-			"start the API server, the AWS emulator and the fake kubelet in the foreground, and run the functions on their triggers as deployed; Ctrl-C stops everything", localUp},
+			"start the API server, the AWS emulator and the fake kubelet in the foreground, and run the functions on their triggers as deployed; Ctrl-C stops everything", localUp, nil},
 		{"tick", "[--dir d] [--timeout 60s] <" + strings.Join(functionNames(), "|") + ">",
-			"run one invocation of a function's real handler against the running environment", localTick},
+			"run one invocation of a function's real handler against the running environment", localTick, nil},
 		{"inject", "[--dir d] <spot-interruption|rebalance|state-change <state>|scheduled-change|capacity-reservation-interruption> <instance-id>...",
-			"put an EventBridge-shaped interruption event in the interruption queue (through the real SQS client)", localInject},
-		{"instances", "[--dir d] [--all]", "list the emulator's instances with their tags and nodes", localInstances},
-		{"fault", "[--dir d] <ice|fleet-error|throttle|server-error|api-error|latency|drop-after-apply|list|clear> [flags]",
-			"inject a fault into the running emulator, list or clear them", localFault},
+			"put an EventBridge-shaped interruption event in the interruption queue (through the real SQS client)", localInject, nil},
+		{"instances", "[--dir d] [--all] [-o text|json|yaml]", "list the emulator's instances with their tags and nodes", localInstances, nil},
+		{"fault", "[--dir d] <" + strings.Join(faultKinds, "|") + "> [flags] (list: [-o text|json|yaml])",
+			"inject a fault into the running emulator, list or clear them", localFault, nil},
 	}
 }
 
@@ -72,11 +74,10 @@ func localTick(ctx context.Context, c *cli, args []string) error {
 	logLevel := fs.String("log-level", "info", "the function's LOG_LEVEL")
 	pos, err := parse(fs, args)
 	if err != nil {
-		return errUsage
+		return err
 	}
 	if len(pos) != 1 {
-		fs.Usage()
-		return errUsage
+		return badUsage(fs, "")
 	}
 	name := pos[0]
 	fn, ok := handlers[name]
@@ -155,11 +156,10 @@ func localInject(ctx context.Context, c *cli, args []string) error {
 	code := fs.String("code", "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED", "the AWS Health eventTypeCode of a scheduled change")
 	pos, err := parse(fs, args)
 	if err != nil {
-		return errUsage
+		return err
 	}
 	if len(pos) < 2 {
-		fs.Usage()
-		return errUsage
+		return badUsage(fs, "")
 	}
 	kind, ids, state := emulator.EventKind(pos[0]), pos[1:], ""
 	if kind == emulator.EventStateChange {
@@ -232,8 +232,14 @@ func localInstances(ctx context.Context, c *cli, args []string) error {
 	fs := flags(c, "karpless local instances", "[flags]")
 	dir := dirFlag(fs)
 	all := fs.Bool("all", false, "include terminated instances")
-	if _, err := parse(fs, args); err != nil {
-		return errUsage
+	output := outputFlag(fs)
+	if pos, err := parse(fs, args); err != nil {
+		return err
+	} else if len(pos) != 0 {
+		return badUsage(fs, "")
+	}
+	if err := checkOutput(fs, *output); err != nil {
+		return err
 	}
 	st, err := readState(*dir)
 	if err != nil {
@@ -243,12 +249,38 @@ func localInstances(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "INSTANCE\tTYPE\tZONE\tCAPACITY\tSTATE\tNODE\tTAGS")
+	shown := instanceList{Instances: []instanceRow{}}
 	for _, i := range list {
 		if i.State == emulator.StateTerminated && !*all {
 			continue
 		}
+		shown.Instances = append(shown.Instances, instanceRow{
+			ID: i.ID, InstanceType: i.InstanceType, Zone: i.Zone, CapacityType: i.CapacityType, State: i.State, Node: i.NodeName, Tags: i.Tags,
+		})
+	}
+	return write(c.out, *output, shown, shown.WriteText)
+}
+
+// instanceList is what local instances prints; -o json|yaml gives every
+// tag, the table the Karpenter ones.
+type instanceList struct {
+	Instances []instanceRow `json:"instances"`
+}
+
+type instanceRow struct {
+	ID           string            `json:"id"`
+	InstanceType string            `json:"instanceType"`
+	Zone         string            `json:"zone"`
+	CapacityType string            `json:"capacityType"`
+	State        string            `json:"state"`
+	Node         string            `json:"node,omitempty"`
+	Tags         map[string]string `json:"tags,omitempty"`
+}
+
+func (l instanceList) WriteText(out io.Writer) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "INSTANCE\tTYPE\tZONE\tCAPACITY\tSTATE\tNODE\tTAGS")
+	for _, i := range l.Instances {
 		var tags []string
 		for _, k := range []string{"karpenter.sh/nodepool", "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass"} {
 			if v, ok := i.Tags[k]; ok {
@@ -256,9 +288,28 @@ func localInstances(ctx context.Context, c *cli, args []string) error {
 			}
 		}
 		sort.Strings(tags)
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i.ID, i.InstanceType, i.Zone, i.CapacityType, i.State, orDash(i.NodeName), strings.Join(tags, ","))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i.ID, i.InstanceType, i.Zone, i.CapacityType, i.State, orDash(i.Node), strings.Join(tags, ","))
 	}
 	return w.Flush()
+}
+
+// faultList is what local fault list prints: each rule as the emulator
+// describes it.
+type faultList struct {
+	Faults []string `json:"faults"`
+}
+
+func (l faultList) WriteText(w io.Writer) error {
+	if len(l.Faults) == 0 {
+		_, err := fmt.Fprintln(w, "no faults")
+		return err
+	}
+	for _, f := range l.Faults {
+		if _, err := fmt.Fprintln(w, f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func orDash(s string) string {
@@ -267,6 +318,9 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// faultKinds are what local fault takes.
+var faultKinds = []string{"ice", "fleet-error", "throttle", "server-error", "api-error", "latency", "drop-after-apply", "list", "clear"}
 
 // localFault changes the running emulator's fault rules.
 func localFault(ctx context.Context, c *cli, args []string) error {
@@ -280,13 +334,19 @@ func localFault(ctx context.Context, c *cli, args []string) error {
 	status := fs.Int("status", 400, "api-error: the HTTP status")
 	count := fs.Int("count", 0, "how many matches the rule serves (0 = until cleared)")
 	latency := fs.Duration("latency", time.Second, "latency: the delay")
+	output := fs.String("o", outputText, "list: output format, text, json or yaml")
 	pos, err := parse(fs, args)
 	if err != nil {
-		return errUsage
+		return err
 	}
 	if len(pos) != 1 {
-		fs.Usage()
-		return errUsage
+		return badUsage(fs, "")
+	}
+	if err := checkOutput(fs, *output); err != nil {
+		return err
+	}
+	if !slices.Contains(faultKinds, pos[0]) {
+		return badUsage(fs, "unknown fault %q", pos[0])
 	}
 	st, err := readState(*dir)
 	if err != nil {
@@ -300,13 +360,11 @@ func localFault(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		if len(list) == 0 {
-			c.printf("no faults\n")
-		}
+		rules := faultList{Faults: []string{}}
 		for _, f := range list {
-			c.printf("%s\n", f)
+			rules.Faults = append(rules.Faults, f.String())
 		}
-		return nil
+		return write(c.out, *output, rules, rules.WriteText)
 	case "clear":
 		if err := a.ClearFaults(ctx); err != nil {
 			return err
@@ -328,8 +386,7 @@ func localFault(ctx context.Context, c *cli, args []string) error {
 	case "drop-after-apply":
 		f = emulator.DropAfterApply(*action, 0)
 	default:
-		fs.Usage()
-		return errUsage
+		return badUsage(fs, "unknown fault %q", pos[0])
 	}
 	f = f.Times(*count)
 	if err := a.Inject(ctx, f); err != nil {

@@ -34,8 +34,10 @@ func localUp(ctx context.Context, c *cli, args []string) error {
 	runInterruption := fs.Bool("interruption", true, "feed the interruption queue to the interruption function, as Lambda's event source mapping does")
 	logLevel := fs.String("log-level", "info", "the functions' LOG_LEVEL")
 	responsiveness := fs.String("responsiveness", config.ResponsivenessContinuous, "continuous: run the watcher, which starts the provisioner as soon as a pod is pending; economy: the provisioner's schedule only (as -c responsiveness=... deploys)")
-	if pos, err := parse(fs, args); err != nil || len(pos) != 0 {
-		return errUsage
+	if pos, err := parse(fs, args); err != nil {
+		return err
+	} else if len(pos) != 0 {
+		return badUsage(fs, "")
 	}
 	dir, err := absDir(*dirArg)
 	if err != nil {
@@ -50,6 +52,10 @@ func localUp(ctx context.Context, c *cli, args []string) error {
 	defer release()
 	if st, err := readState(dir); err == nil {
 		return fmt.Errorf("an environment is already running in %s (process %d); stop it first, or use another --dir", dir, st.PID)
+	}
+	binDir, err := ensureControlPlane(ctx, c)
+	if err != nil {
+		return err
 	}
 	rate, err := scheduleRate()
 	if err != nil {
@@ -82,7 +88,7 @@ func localUp(ctx context.Context, c *cli, args []string) error {
 	}
 	log.Info("starting the local control plane (etcd, kube-apiserver)", "dir", kubeDir)
 	kc, err := controlplane.Start(ctx, controlplane.Config{
-		Dir: kubeDir, Scheduler: *scheduler, ControllerManager: *controllerManager,
+		BinDir: binDir, Dir: kubeDir, Scheduler: *scheduler, ControllerManager: *controllerManager,
 		TokenWebhookURL: emu.TokenWebhookURL(), Logger: log.With("component", "controlplane"),
 	})
 	if err != nil {
@@ -119,8 +125,7 @@ func localUp(ctx context.Context, c *cli, args []string) error {
 	if err := copyFile(kc.Kubeconfig, kubeconfig); err != nil {
 		return err
 	}
-	binDir := filepath.Join(dir, "bin")
-	kubectl, kubectlErr := linkKubectl(binDir)
+	kubectl, kubectlErr := linkKubectl(binDir, filepath.Join(dir, "bin"))
 	if kubectlErr != nil {
 		log.Warn("no kubectl from the local build; use your own", "err", kubectlErr)
 	}
@@ -169,7 +174,7 @@ func localUp(ctx context.Context, c *cli, args []string) error {
 	c.printf("  functions' logs   this terminal (standard error); their metrics (EMF) in %s\n\n", metricsPath)
 	c.printf("In another shell:\n\n")
 	if kubectl != "" {
-		c.printf("  export KUBECONFIG=%s PATH=%s:$PATH\n", kubeconfig, binDir)
+		c.printf("  export KUBECONFIG=%s PATH=%s:$PATH\n", kubeconfig, filepath.Dir(kubectl))
 	} else {
 		c.printf("  export KUBECONFIG=%s    # and a kubectl of your own\n", kubeconfig)
 	}
@@ -210,12 +215,9 @@ func copyFile(from, to string) error {
 	return os.WriteFile(to, b, 0o600)
 }
 
-// linkKubectl links the kubectl built with the control plane into binDir.
-func linkKubectl(binDir string) (string, error) {
-	src, err := controlplane.FindBinDir()
-	if err != nil {
-		return "", err
-	}
+// linkKubectl links the kubectl built with the control plane (in src)
+// into binDir.
+func linkKubectl(src, binDir string) (string, error) {
 	target := filepath.Join(src, "kubectl")
 	if _, err := os.Stat(target); err != nil {
 		return "", err

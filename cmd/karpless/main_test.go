@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,6 +68,28 @@ func TestDispatch(t *testing.T) {
 		{[]string{"local", "inject", "spot-interruption", "not-an-id", "--dir", dir}, 1, `"not-an-id" is not an instance id`},
 		{[]string{"local", "inject", "state-change", "i-0123456789abcdef0", "--dir", dir}, 1, "state-change needs a state"},
 		{[]string{"local", "fault", "--dir", dir}, 2, "usage: karpless local fault"},
+		{[]string{"local", "fault", "frob", "--dir", dir}, 2, `unknown fault "frob"`},
+		{[]string{"local", "fault", "list", "-o", "xml", "--dir", dir}, 2, `-o "xml": want text, json or yaml`},
+		{[]string{"local", "instances", "-o", "xml", "--dir", dir}, 2, `-o "xml": want text, json or yaml`},
+		{[]string{"local", "instances", "-o", "yaml", "--dir", dir}, 1, "no local environment in " + dir},
+		{[]string{"local", "instances", "extra", "--dir", dir}, 2, "usage: karpless local instances"},
+		{[]string{"local", "up", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"--help"}, 0, "usage: karpless <command>"},
+		{[]string{"-h"}, 0, "usage: karpless <command>"},
+		{[]string{"help", "local", "up"}, 0, "usage: karpless local up"},
+		{[]string{"help", "local"}, 0, "usage: karpless local <subcommand>"},
+		{[]string{"local", "help", "tick"}, 0, "usage: karpless local tick"},
+		{[]string{"explain", "PODS", "--help"}, 0, "usage: karpless explain pod"},
+		{[]string{"explain", "no", "-h"}, 0, "usage: karpless explain node"},
+		{[]string{"version", "extra"}, 2, "usage: karpless version"},
+		{[]string{"version", "-o", "xml"}, 2, `-o "xml": want text, json or yaml`},
+		{[]string{"pause", "status", "--reason", "x"}, 2, "--reason is for changing the switch"},
+		{[]string{"pause", "-o", "json"}, 2, "-o is for karpless pause status"},
+		{[]string{"resume", "status"}, 2, "usage: karpless resume"},
+		{[]string{"soak", "--seeds", "0"}, 2, "usage: karpless soak"},
+		{[]string{"demo", "extra"}, 2, "usage: karpless demo"},
+		{[]string{"shadow", "report", "--since", "-1h"}, 2, "--since -1h0m0s: want a positive duration"},
+		{[]string{"migrate", "check", "-o", "xml"}, 2, `-o "xml": want text, json or yaml`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, errs := runCLI(ctx, tc.args...)
@@ -204,6 +228,16 @@ func TestLocalUp(t *testing.T) {
 		t.Fatalf("instances: exit %d\n%s\n%s", code, out, errs)
 	}
 	id := strings.Fields(lines[1])[0]
+	code, out, errs = runCLI(ctx, "local", "instances", "--dir", dir, "-o", "json")
+	var listed instanceList
+	if err := json.Unmarshal([]byte(out), &listed); code != 0 || err != nil || len(listed.Instances) != 1 || listed.Instances[0].ID != id ||
+		listed.Instances[0].Tags["karpenter.sh/nodepool"] != "default" || listed.Instances[0].State == "" {
+		t.Errorf("instances -o json: exit %d, %v\n%s\n%s", code, err, out, errs)
+	}
+	code, out, _ = runCLI(ctx, "local", "instances", "--dir", dir, "-o", "yaml")
+	if code != 0 || !strings.Contains(out, "  id: "+id+"\n") || !strings.HasPrefix(out, "instances:\n- ") {
+		t.Errorf("instances -o yaml: exit %d\n%s", code, out)
+	}
 	code, out, errs = runCLI(ctx, "local", "inject", "rebalance", id, "--dir", dir)
 	if code != 0 || !strings.Contains(out, "sent rebalance event") {
 		t.Fatalf("inject: exit %d\n%s\n%s", code, out, errs)
@@ -219,6 +253,11 @@ func TestLocalUp(t *testing.T) {
 	code, out, errs = runCLI(ctx, "local", "fault", "ice", "--type", "m5.large", "--dir", dir)
 	if code != 0 || !strings.Contains(out, "InsufficientInstanceCapacity") {
 		t.Fatalf("fault: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = runCLI(ctx, "local", "fault", "list", "-o", "json", "--dir", dir)
+	var faults faultList
+	if err := json.Unmarshal([]byte(out), &faults); code != 0 || err != nil || !slices.ContainsFunc(faults.Faults, func(f string) bool { return strings.Contains(f, "InsufficientInstanceCapacity") }) {
+		t.Errorf("fault list -o json: exit %d, %v\n%s\n%s", code, err, out, errs)
 	}
 	assertStopReleasesLeases(ctx, t, dir, kc)
 	// A second up in the same directory refuses, naming the first.
@@ -238,5 +277,96 @@ func TestLocalUp(t *testing.T) {
 	}
 	if _, err := os.Stat(statePath(dir)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("state.json left behind: %v", err)
+	}
+}
+
+// everyCommand is every command line that takes flags: each command, and
+// each subcommand of a group, as --help lists them.
+func everyCommand(t *testing.T) [][]string {
+	t.Helper()
+	cmds, _ := cliCommands(t)
+	var out [][]string
+	for name, subs := range cmds {
+		if len(subs) == 0 {
+			out = append(out, []string{name})
+		}
+		for _, s := range subs {
+			out = append(out, []string{name, s})
+		}
+	}
+	slices.SortFunc(out, func(a, b []string) int { return strings.Compare(strings.Join(a, " "), strings.Join(b, " ")) })
+	return out
+}
+
+// singleDashLongFlag is a flag listed as Go's flag package prints it
+// (-dir), not as the docs write it (--dir).
+var singleDashLongFlag = regexp.MustCompile(`(?m)^  -[a-z][a-z-]+\b`)
+
+// TestHelpAndExitCodes holds every command to what docs/cli.md promises:
+// --help and -h print the usage on standard output and exit 0, with the
+// flags in the --flag form; an unknown flag prints the usage on standard
+// error and exits 2; so does a group without its subcommand.
+func TestHelpAndExitCodes(t *testing.T) {
+	ctx := context.Background()
+	for _, args := range everyCommand(t) {
+		name := strings.Join(args, " ")
+		t.Run(name, func(t *testing.T) {
+			for _, h := range []string{"--help", "-h"} {
+				code, out, errs := runCLI(ctx, append(slices.Clone(args), h)...)
+				if code != 0 || errs != "" || !strings.HasPrefix(out, "usage: karpless "+name+" ") {
+					t.Errorf("%s %s: exit %d\nstdout:\n%s\nstderr:\n%s", name, h, code, out, errs)
+				}
+				if m := singleDashLongFlag.FindString(out); m != "" {
+					t.Errorf("%s %s lists %q: want the --flag form the docs use", name, h, strings.TrimSpace(m))
+				}
+				if !strings.Contains(out, "  -h, --help") || !strings.Contains(out, exitStatusHelp) {
+					t.Errorf("%s %s lacks the help flag or the exit statuses:\n%s", name, h, out)
+				}
+			}
+			code, out, errs := runCLI(ctx, append(slices.Clone(args), "--no-such-flag")...)
+			if code != 2 || out != "" || !strings.Contains(errs, "flag provided but not defined: -no-such-flag") || !strings.Contains(errs, "usage: karpless "+name) {
+				t.Errorf("%s --no-such-flag: exit %d\nstdout:\n%s\nstderr:\n%s", name, code, out, errs)
+			}
+		})
+	}
+	for _, cmd := range commands {
+		code, out, errs := runCLI(ctx, cmd.name, "--help")
+		if code != 0 || errs != "" || out == "" {
+			t.Errorf("%s --help: exit %d\nstdout:\n%s\nstderr:\n%s", cmd.name, code, out, errs)
+		}
+		if _, subs, ok := strings.Cut(out, "subcommands:"); ok {
+			code, out, errs := runCLI(ctx, cmd.name)
+			if code != 2 || out != "" || !strings.Contains(errs, "subcommands:"+subs) {
+				t.Errorf("%s alone: exit %d\nstdout:\n%s\nstderr:\n%s", cmd.name, code, out, errs)
+			}
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	ctx := context.Background()
+	code, out, errs := runCLI(ctx, "version")
+	if code != 0 || errs != "" {
+		t.Fatalf("version: exit %d\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{"version: ", "commit: ", "serves the API of Karpenter " + karpenterRelease + ":", "karpenter.sh/v1 (NodeClaim, NodePool)", "karpenter.k8s.aws/v1 (EC2NodeClass)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("version lacks %q:\n%s", want, out)
+		}
+	}
+	// The Makefile's build stamps the version and commit with -X.
+	defer func(v, c string) { version, commit = v, c }(version, commit)
+	version, commit = "v1.2.3", "0123456789abcdef"
+	code, out, _ = runCLI(ctx, "version", "-o", "json")
+	var v versionInfo
+	if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil {
+		t.Fatalf("version -o json: exit %d, %v\n%s", code, err, out)
+	}
+	if v.Version != "v1.2.3" || v.Commit != "0123456789abcdef" || v.Karpenter != karpenterRelease || !slices.Contains(v.APIs, "karpenter.sh/v1 (NodeClaim, NodePool)") || v.Go == "" {
+		t.Errorf("version -o json: %+v", v)
+	}
+	code, out, _ = runCLI(ctx, "version", "-o", "yaml")
+	if code != 0 || !strings.Contains(out, "version: v1.2.3\n") || !strings.Contains(out, "commit: 0123456789abcdef\n") || !strings.Contains(out, "karpenter: "+karpenterRelease+"\n") {
+		t.Errorf("version -o yaml: exit %d\n%s", code, out)
 	}
 }

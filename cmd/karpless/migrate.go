@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -32,8 +31,8 @@ var migrateCommand = command{
 	summary: "check that switching a cluster from Karpenter to Karpless cannot lose its fleet (read-only)",
 	run: func(ctx context.Context, c *cli, args []string) error {
 		return dispatch(ctx, c, "migrate", []subcommand{
-			{"check", "[--kubeconfig f] [--context n] [--cluster-name n] [--region r] [--node-role r,...] [--queue q] [--aws=false] [-o text|json]",
-				"check every precondition of the switch (Helm's keep policy, stored versions, conversion webhook, Karpenter's Deployment, finalizers, the node role's access entry, Karpenter's IAM and queue); exit 1 when any fails", migrateCheck},
+			{"check", "[--kubeconfig f] [--context n] [--cluster-name n] [--region r] [--node-role r,...] [--queue q] [--aws=false] [-o text|json|yaml]",
+				"check every precondition of the switch (Helm's keep policy, stored versions, conversion webhook, Karpenter's Deployment, finalizers, the node role's access entry, Karpenter's IAM and queue); exit 1 when any fails", migrateCheck, nil},
 		}, args)
 	},
 }
@@ -59,14 +58,16 @@ func migrateCheck(ctx context.Context, c *cli, args []string) error {
 	fs.StringVar(&f.nodeRoles, "node-role", "", "node IAM roles to check, comma-separated (default: those the EC2NodeClasses use)")
 	fs.StringVar(&f.queue, "queue", "", "Karpenter's interruption queue (default: INTERRUPTION_QUEUE of Karpenter's Deployment, else the cluster name)")
 	fs.BoolVar(&f.aws, "aws", true, "check AWS too (access entries, Karpenter's IAM policies and queue)")
-	fs.StringVar(&f.output, "o", "text", "output format: text or json")
+	fs.StringVar(&f.output, "o", outputText, "output format: text, json or yaml")
 	pos, err := parse(fs, args)
 	if err != nil {
-		return errUsage
+		return err
 	}
-	if len(pos) > 0 || (f.output != "text" && f.output != "json") {
-		fs.Usage()
-		return errUsage
+	if len(pos) > 0 {
+		return badUsage(fs, "")
+	}
+	if err := checkOutput(fs, f.output); err != nil {
+		return err
 	}
 	kc, source, err := f.cluster.clients()
 	if err != nil {
@@ -88,13 +89,7 @@ func migrateCheck(ctx context.Context, c *cli, args []string) error {
 	if f.aws {
 		add(checkAWS(ctx, f, in)...)
 	}
-	if f.output == "json" {
-		enc := json.NewEncoder(c.out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(report); err != nil {
-			return err
-		}
-	} else if err := report.WriteText(c.out); err != nil {
+	if err := write(c.out, f.output, report, report.WriteText); err != nil {
 		return err
 	}
 	if report.Failed() {

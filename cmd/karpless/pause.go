@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/url"
 	"os"
 	"time"
 
@@ -23,7 +25,7 @@ import (
 
 var pauseCommand = command{
 	name:    "pause",
-	summary: "pause Karpless in a cluster: its ticks take no action until karpless resume",
+	summary: "pause Karpless in a cluster: its ticks take no action until karpless resume; karpless pause status reads the switch",
 	run:     func(ctx context.Context, c *cli, args []string) error { return setPause(ctx, c, args, true) },
 }
 
@@ -38,16 +40,31 @@ func setPause(ctx context.Context, c *cli, args []string, paused bool) error {
 	if paused {
 		name = "karpless pause"
 	}
-	fs := flags(c, name, "[--reason TEXT] [--kubeconfig FILE] [--context NAME] [--karpless-namespace NS]")
+	synopsis := "[--reason TEXT] [--kubeconfig FILE] [--context NAME] [--karpless-namespace NS]"
+	if paused {
+		synopsis += "\n       karpless pause status [-o text|json|yaml] [--kubeconfig FILE] [--context NAME] [--karpless-namespace NS]"
+	}
+	fs := flags(c, name, synopsis)
 	cf := addClusterFlags(fs)
 	reason := fs.String("reason", "", "why, kept in the switch and shown in every paused tick's log line")
+	output := fs.String("o", outputText, "pause status: output format, text, json or yaml")
 	pos, err := parse(fs, args)
 	if err != nil {
-		return errUsage
+		return err
 	}
-	if len(pos) > 0 {
-		fs.Usage()
-		return errUsage
+	switch {
+	case paused && len(pos) == 1 && pos[0] == "status":
+		if *reason != "" {
+			return badUsage(fs, "--reason is for changing the switch, not for reading it")
+		}
+		if err := checkOutput(fs, *output); err != nil {
+			return err
+		}
+		return pauseStatus(ctx, c, cf, *output)
+	case len(pos) > 0:
+		return badUsage(fs, "")
+	case *output != outputText:
+		return badUsage(fs, "-o is for karpless pause status")
 	}
 	cfg, source, err := cf.restConfig()
 	if err != nil {
@@ -98,6 +115,70 @@ func setPause(ctx context.Context, c *cli, args []string, paused bool) error {
 		c.printf("  or not in namespace %s (--karpless-namespace). Functions that predate it do not read it; redeploy.\n", cf.namespace)
 	}
 	return nil
+}
+
+// pauseStatusReport is what karpless pause status prints.
+type pauseStatusReport struct {
+	// Cluster names the kubeconfig context and server.
+	Cluster   string `json:"cluster"`
+	ConfigMap string `json:"configMap"`
+	// Exists is false when the switch was never created: not paused.
+	Exists    bool      `json:"exists"`
+	Paused    bool      `json:"paused"`
+	ChangedBy string    `json:"changedBy,omitempty"`
+	ChangedAt time.Time `json:"changedAt,omitzero"`
+	Reason    string    `json:"reason,omitempty"`
+	state     pause.State
+}
+
+func (r pauseStatusReport) WriteText(w io.Writer) error {
+	what := "running"
+	if r.Paused {
+		what = "paused"
+	}
+	_, err := fmt.Fprintf(w, "Karpless is %s in %s.\n  switch: ConfigMap %s, %s\n", what, r.Cluster, r.ConfigMap, r.state)
+	if err == nil && !r.Exists {
+		_, err = fmt.Fprintf(w, "  The switch does not exist (Karpless not deployed in this namespace, or deployed before the switch): not paused.\n")
+	}
+	return err
+}
+
+// pauseStatus reads the switch, through the read-only transport explain
+// uses: reading needs only get on the ConfigMap.
+func pauseStatus(ctx context.Context, c *cli, cf *clusterFlags, output string) error {
+	kc, source, err := cf.clients()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	where := cf.namespace + "/" + pause.ConfigMapName
+	st, err := pause.Read(ctx, kc.Core.CoreV1(), cf.namespace)
+	if err != nil {
+		return statusError(err, source, where)
+	}
+	r := pauseStatusReport{
+		Cluster: source, ConfigMap: where, Exists: st.Exists, Paused: st.Paused,
+		ChangedBy: st.ChangedBy, ChangedAt: st.ChangedAt, Reason: st.Reason, state: st,
+	}
+	return write(c.out, output, r, r.WriteText)
+}
+
+// statusError says why the switch could not be read.
+func statusError(err error, source, where string) error {
+	var status apierrors.APIStatus
+	var unreachable *url.Error
+	switch {
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("the API server of %s does not accept your credentials (for EKS: aws eks update-kubeconfig --name <cluster>): %w", source, err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("you may not read ConfigMap %s in %s (it takes get on it): %w", where, source, err)
+	case !errors.As(err, &status) && errors.As(err, &unreachable):
+		return fmt.Errorf("cannot reach the cluster's API server, %s: %w", source, err)
+	}
+	// An API error, or a switch holding a value that is not true or
+	// false: the error says which.
+	return fmt.Errorf("%s: %w", source, err)
 }
 
 // whoAmI names the user the API server sees (SelfSubjectReview), else the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,7 +31,12 @@ func TestPauseResume(t *testing.T) {
 		return st
 	}
 
-	code, out, errs := runCLI(ctx, "pause", "--kubeconfig", kubeconfig, "--karpless-namespace", ns, "--reason", "incident 42")
+	// No switch yet: not paused, and status says it does not exist.
+	code, out, errs := runCLI(ctx, "pause", "status", "--kubeconfig", kubeconfig, "--karpless-namespace", ns)
+	if code != 0 || !strings.Contains(out, "Karpless is running in context") || !strings.Contains(out, "The switch does not exist") {
+		t.Errorf("pause status before any pause: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = runCLI(ctx, "pause", "--kubeconfig", kubeconfig, "--karpless-namespace", ns, "--reason", "incident 42")
 	if code != 0 || !strings.Contains(out, "Karpless is paused in context") || !strings.Contains(out, "(was running)") || !strings.Contains(out, "reason: incident 42") {
 		t.Fatalf("pause: exit %d\n%s%s", code, out, errs)
 	}
@@ -39,6 +45,20 @@ func TestPauseResume(t *testing.T) {
 	}
 	if st := state(); !st.Paused || st.ChangedBy == "" || st.Reason != "incident 42" {
 		t.Errorf("after pause: %+v", st)
+	}
+	code, out, errs = runCLI(ctx, "pause", "status", "-o", "json", "--kubeconfig", kubeconfig, "--karpless-namespace", ns)
+	var status pauseStatusReport
+	if err := json.Unmarshal([]byte(out), &status); code != 0 || err != nil || !status.Paused || !status.Exists || status.Reason != "incident 42" ||
+		status.ChangedBy != state().ChangedBy || status.ConfigMap != ns+"/karpless-pause" || !strings.HasPrefix(status.Cluster, "context ") {
+		t.Errorf("pause status -o json: exit %d, %v %+v\n%s%s", code, err, status, out, errs)
+	}
+	code, out, errs = runCLI(ctx, "pause", "--kubeconfig", kubeconfig, "status", "-o", "yaml", "--karpless-namespace", ns)
+	if code != 0 || !strings.Contains(out, "paused: true\n") || !strings.Contains(out, "reason: incident 42\n") {
+		t.Errorf("pause status -o yaml: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = runCLI(ctx, "pause", "status", "--kubeconfig", kubeconfig, "--karpless-namespace", ns)
+	if code != 0 || !strings.Contains(out, "Karpless is paused in context") || !strings.Contains(out, "reason: incident 42") {
+		t.Errorf("pause status: exit %d\n%s%s", code, out, errs)
 	}
 	code, out, errs = runCLI(ctx, "pause", "--kubeconfig", kubeconfig, "--karpless-namespace", ns)
 	if code != 0 || !strings.Contains(out, "(was already paused)") || strings.Contains(out, "did not exist") {
@@ -50,6 +70,9 @@ func TestPauseResume(t *testing.T) {
 	}
 	if st := state(); st.Paused {
 		t.Errorf("after resume: %+v", st)
+	}
+	if code, out, _ := runCLI(ctx, "pause", "status", "-o", "json", "--kubeconfig", kubeconfig, "--karpless-namespace", ns); code != 0 || !strings.Contains(out, `"paused": false`) {
+		t.Errorf("pause status after resume: exit %d\n%s", code, out)
 	}
 	if code, out, _ := runCLI(ctx, "resume", "--kubeconfig", kubeconfig, "--karpless-namespace", ns); code != 0 || !strings.Contains(out, "(was already running)") {
 		t.Errorf("resume again: exit %d\n%s", code, out)
@@ -93,6 +116,8 @@ func TestPauseResume(t *testing.T) {
 		{[]string{"pause", "--kubeconfig", nobody, "--karpless-namespace", ns}, 1, "Karpless was not paused: you may not change ConfigMap " + ns + "/karpless-pause"},
 		{[]string{"resume", "--kubeconfig", nobody, "--karpless-namespace", ns}, 1, "Karpless was not resumed: you may not change"},
 		{[]string{"pause", "now"}, 2, "usage: karpless pause"},
+		{[]string{"pause", "status", "--kubeconfig", dead, "--request-timeout", "5s"}, 1, "cannot reach the cluster's API server, context dead (https://127.0.0.1:1)"},
+		{[]string{"pause", "status", "--kubeconfig", nobody, "--karpless-namespace", ns}, 1, "you may not read ConfigMap " + ns + "/karpless-pause"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, errs := runCLI(ctx, tc.args...)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"time"
@@ -20,7 +19,7 @@ var shadowCommand = command{
 	summary: "shadow mode: report what Karpless would have done beside what Karpenter did, with the $/h of each (read-only)",
 	run: func(ctx context.Context, c *cli, args []string) error {
 		return dispatch(ctx, c, "shadow", []subcommand{{
-			name: "report", args: "[--since 24h] [--logs FILE]... [-o text|json] [--kubeconfig FILE] [--context NAME]",
+			name: "report", args: "[--since 24h] [--logs FILE]... [-o text|json|yaml] [--kubeconfig FILE] [--context NAME]",
 			summary: "Karpless's decision records (stores, Events, log files) beside the NodeClaims Karpenter created and deleted, priced as Karpless prices",
 			run:     shadowReport,
 		}}, args)
@@ -34,24 +33,24 @@ func (l *logFiles) String() string     { return fmt.Sprint(*l) }
 func (l *logFiles) Set(v string) error { *l = append(*l, v); return nil }
 
 func shadowReport(ctx context.Context, c *cli, args []string) error {
-	fs := flags(c, "karpless shadow report", "[--since 24h] [--logs FILE]... [-o text|json] [flags]")
+	fs := flags(c, "karpless shadow report", "[--since 24h] [--logs FILE]... [-o text|json|yaml] [flags]")
 	cf := addClusterFlags(fs)
 	since := fs.Duration("since", 24*time.Hour, "how far back to look (decisions and Karpenter's NodeClaims created or deleted in the window)")
-	output := fs.String("o", "text", "output format: text or json")
+	output := outputFlag(fs)
 	var logs logFiles
 	fs.Var(&logs, "logs", "a file of the functions' log lines (exported from CloudWatch Logs: aws logs tail or filter-log-events); repeatable")
 	pos, err := parse(fs, args)
-	if err != nil || len(pos) > 0 {
-		if err == nil {
-			fs.Usage()
-		}
-		return errUsage
+	if err != nil {
+		return err
 	}
-	if *output != "text" && *output != "json" {
-		return fmt.Errorf("-o %q: want text or json", *output)
+	if len(pos) > 0 {
+		return badUsage(fs, "")
+	}
+	if err := checkOutput(fs, *output); err != nil {
+		return err
 	}
 	if *since <= 0 {
-		return fmt.Errorf("--since %s: want a positive duration such as 24h", *since)
+		return badUsage(fs, "--since %s: want a positive duration such as 24h", *since)
 	}
 	kc, source, err := cf.clients()
 	if err != nil {
@@ -78,10 +77,5 @@ func shadowReport(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *output == "json" {
-		enc := json.NewEncoder(c.out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
-	}
-	return r.WriteText(c.out)
+	return write(c.out, *output, r, r.WriteText)
 }

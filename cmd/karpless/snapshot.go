@@ -20,11 +20,10 @@ func snapshotSave(ctx context.Context, c *cli, args []string) error {
 	out := fs.String("o", "", "the file to write; a name ending in .gz is gzip-compressed; - writes to stdout")
 	pos, err := parse(fs, args)
 	if err != nil {
-		return errUsage
+		return err
 	}
 	if len(pos) != 0 || *out == "" {
-		fs.Usage()
-		return errUsage
+		return badUsage(fs, "")
 	}
 	file, err := cf.readFile(ctx)
 	if err != nil {

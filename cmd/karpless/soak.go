@@ -25,8 +25,10 @@ func runSoak(ctx context.Context, c *cli, args []string) error {
 	dir := fs.String("dir", "", "keep each seed's control-plane and function logs here (default: a temporary folder, kept only for a seed with violations)")
 	quick := fs.Bool("quick", false, "settle for at most 25 virtual minutes instead of 40")
 	failFast := fs.Bool("fail-fast", false, "stop at the first violation (the mutation check asks only whether a planted fault is caught)")
-	if pos, err := parse(fs, args); err != nil || len(pos) != 0 || *seeds < 1 || *hours <= 0 {
-		return errUsage
+	if pos, err := parse(fs, args); err != nil {
+		return err
+	} else if len(pos) != 0 || *seeds < 1 || *hours <= 0 {
+		return badUsage(fs, "")
 	}
 	// client-go logs every request a deadline cuts short; in a soak that
 	// is routine, and the soak reports what matters itself.

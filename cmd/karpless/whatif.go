@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -54,7 +53,7 @@ type decisionFlags struct {
 func addDecisionFlags(fs *flag.FlagSet) *decisionFlags {
 	f := &decisionFlags{}
 	fs.StringVar(&f.snapshot, "snapshot", "", "answer from this file written by karpless snapshot instead of the live cluster")
-	fs.StringVar(&f.output, "o", "text", "output format: text or json")
+	fs.StringVar(&f.output, "o", outputText, "output format: text, json or yaml")
 	fs.BoolVar(&f.spotToSpot, "spot-to-spot", false, "assume SPOT_TO_SPOT_CONSOLIDATION=true, as set on the disruption function")
 	fs.IntVar(&f.reservedENIs, "reserved-enis", 0, "assume the functions' RESERVED_ENIS")
 	fs.StringVar(&f.now, "now", "", "decide as at this RFC 3339 time (default: when the snapshot was taken)")
@@ -80,12 +79,14 @@ func parseReservations(s string) (map[string]int, error) {
 	return out, nil
 }
 
-func (d *decisionFlags) validate() error {
-	if d.output != "text" && d.output != "json" {
-		return fmt.Errorf("-o %q: want text or json", d.output)
+func (d *decisionFlags) validate(fs *flag.FlagSet) error {
+	if err := checkOutput(fs, d.output); err != nil {
+		return err
 	}
-	_, err := parseReservations(d.reservations)
-	return err
+	if _, err := parseReservations(d.reservations); err != nil {
+		return badUsage(fs, "%v", err)
+	}
+	return nil
 }
 
 // parseDecision parses a what-if command's arguments: exactly want
@@ -93,13 +94,12 @@ func (d *decisionFlags) validate() error {
 func parseDecision(fs *flag.FlagSet, args []string, want int, df *decisionFlags) ([]string, error) {
 	pos, err := parse(fs, args)
 	if err != nil {
-		return nil, errUsage
+		return nil, err
 	}
 	if len(pos) != want {
-		fs.Usage()
-		return nil, errUsage
+		return nil, badUsage(fs, "")
 	}
-	return pos, df.validate()
+	return pos, df.validate(fs)
 }
 
 // emptyConfigHint is the help for a missing kubeconfig.
@@ -230,10 +230,5 @@ func world(ctx context.Context, cf *clusterFlags, df *decisionFlags) (*whatif.Wo
 type report interface{ WriteText(io.Writer) error }
 
 func emit(c *cli, df *decisionFlags, r report) error {
-	if df.output == "json" {
-		enc := json.NewEncoder(c.out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
-	}
-	return r.WriteText(c.out)
+	return write(c.out, df.output, r, r.WriteText)
 }

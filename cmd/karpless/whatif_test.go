@@ -231,12 +231,22 @@ func TestWhatIfCommands(t *testing.T) {
 	}
 	_, errs := cli(1, append([]string{"explain", "pod", ns + "/ghost"}, live...)...)
 	contains("explain missing pod", errs, "pod "+ns+"/ghost not found")
-	_, errs = cli(1, append([]string{"explain", "pod", ns + "/bound"}, live...)...)
-	contains("explain bound pod", errs, "pod "+ns+"/bound is not pending: it is bound to node "+node+" (NodeClaim "+claimName+" of NodePool "+name+")")
+	// A pod that runs: where, and its node's NodeClaim explained.
+	out, _ = cli(0, append([]string{"explain", "pod", ns + "/bound"}, live...)...)
+	contains("explain running pod", out, "Pod "+ns+"/bound (running): runs on node "+node+", NodeClaim "+claimName+" of NodePool "+name+", m5.xlarge on-demand in us-east-1a at $0.1920/h",
+		"NodeClaim "+claimName+" (NodePool "+name+", EC2NodeClass "+name+"), node "+node)
+	out, _ = cli(0, append([]string{"explain", "po", "-o", "json", "-n", ns, "bound"}, live...)...)
+	var rp runningPodReport
+	if err := json.Unmarshal([]byte(out), &rp); err != nil || rp.State != "running" || rp.Node != node || !rp.Managed || rp.NodeClaim == nil || rp.NodeClaim.NodeClaim != claimName {
+		t.Errorf("explain po -o json of a running pod: %v\n%s", err, out)
+	}
+	out, _ = cli(0, append([]string{"explain", "Pods", ns + "/pending", "-o", "yaml"}, live...)...)
+	contains("explain Pods -o yaml", out, "pod: "+ns+"/pending\n", "kind: new-nodeclaim\n")
 
-	// explain nodeclaim, by claim and by node.
-	for _, id := range []string{claimName, node} {
-		out, _ = cli(0, append([]string{"explain", "nodeclaim", id}, live...)...)
+	// explain nodeclaim, by claim and by node, under kubectl's names.
+	for _, args := range [][]string{{"nodeclaim", claimName}, {"nodeclaims", node}, {"node", node}, {"nodes", node}, {"no", node}} {
+		id := args[1]
+		out, _ = cli(0, append([]string{"explain", args[0], id}, live...)...)
 		contains("explain nodeclaim "+id, out, "NodeClaim "+claimName+" (NodePool "+name+", EC2NodeClass "+name+"), node "+node+", instance i-0123456789abcdef0",
 			"runs as: m5.xlarge on-demand in us-east-1a, $0.1920/h", `Pod has "karpenter.sh/do-not-disrupt" annotation (Pod=`+ns+`/bound)`)
 	}
@@ -311,10 +321,11 @@ func TestWhatIfErrors(t *testing.T) {
 		{[]string{"simulate", "--kubeconfig", empty}, 1, "no kubeconfig found"},
 		{[]string{"simulate", "--snapshot", filepath.Join(dir, "missing.json")}, 1, "no such file"},
 		{[]string{"simulate", "--snapshot", empty}, 1, "not a snapshot file"},
-		{[]string{"simulate", "-o", "yaml"}, 1, `-o "yaml": want text or json`},
+		{[]string{"simulate", "-o", "xml"}, 2, `-o "xml": want text, json or yaml`},
+		{[]string{"simulate", "--reservations", "x"}, 2, "--reservations \"x\": want cr-id=N"},
 		{[]string{"explain", "pod"}, 2, "usage: karpless explain pod"},
 		{[]string{"explain", "pod", "a/b", "c"}, 2, "usage: karpless explain pod"},
-		{[]string{"explain", "pod", "-n", "x", "y/z"}, 1, "-n x disagrees with y/z"},
+		{[]string{"explain", "pod", "-n", "x", "y/z"}, 2, "-n x disagrees with y/z"},
 		{[]string{"explain", "frob"}, 2, `unknown subcommand "frob"`},
 		{[]string{"snapshot"}, 2, "usage: karpless snapshot"},
 		{[]string{"help"}, 0, "simulate"},

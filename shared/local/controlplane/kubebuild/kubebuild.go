@@ -202,7 +202,7 @@ func Ensure(ctx context.Context, o Options) (string, error) {
 		fmt.Fprintf(out, "[%d/%d] %s (about %s)\n", i+1, len(phases), p.title, minutes(est))
 		t0 := time.Now()
 		if err := during(ctx, o.Tick, func(elapsed time.Duration) {
-			fmt.Fprintf(out, "      still %s: %s so far of about %s\n", strings.ToLower(p.title[:1])+p.title[1:], elapsed.Round(time.Second), minutes(est))
+			fmt.Fprintf(out, "      still %s (%s so far, estimated %s)\n", strings.ToLower(p.title[:1])+p.title[1:], elapsed.Round(time.Second), minutes(est))
 		}, p.run); err != nil {
 			return "", fmt.Errorf("building the local control plane, %s: %w", strings.ToLower(p.title[:1])+p.title[1:], err)
 		}
@@ -524,7 +524,7 @@ func (b *builder) writeOverlay(ctx context.Context) (string, error) {
 		return "", err
 	}
 	files := map[string]string{
-		filepath.Join(timeDir, "time.go"):              filepath.Join(dir, "time.go"),
+		filepath.Join(timeDir, "time.go"):             filepath.Join(dir, "time.go"),
 		filepath.Join(timeDir, "zz_virtual_clock.go"): filepath.Join(dir, "zz_virtual_clock.go"),
 	}
 	if err := os.WriteFile(files[filepath.Join(timeDir, "time.go")], patched, 0o644); err != nil {

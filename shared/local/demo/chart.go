@@ -261,13 +261,18 @@ func bandNote(b band, peak, peakT float64) string {
 	return what + "."
 }
 
-// bandLabel names a band on its top edge; a narrow chart has the short form.
-func bandLabel(method string, room float64, font float64) string {
-	long := method + ": replacements run beside the old nodes"
-	if textWidth(long, font)+2*labelPad <= room {
-		return long
+// bandLabel names a band on its top edge, from its left end: the longest
+// wording that fits between there and the chart's right edge (room), so
+// the label starts where its band does; the span's times tie it to its
+// note under the axis.
+func bandLabel(b band, room, font float64) string {
+	span := fmt.Sprintf("%s %s-%s", b.Method, clockAt(b.Start), clockAt(b.End))
+	for _, s := range []string{span + ": replacements run beside the old nodes", span + ": replacements beside old nodes", span, b.Method} {
+		if textWidth(s, font)+2*labelPad <= room {
+			return s
+		}
 	}
-	return method + ": replacements beside old nodes"
+	return b.Method
 }
 
 func clockAt(sec float64) string { return clockString(time.Duration(sec * float64(time.Second))) }
@@ -316,7 +321,7 @@ func renderChart(tl timeline, c chartSize) template.HTML {
 	bandTop := laneTop + float64(rows)*c.rowH() + 4
 	items = items[:0]
 	for i, bd := range tl.Bands {
-		items = append(items, labelBox{At: x(bd.Start), Text: bandLabel(bd.Method, c.W/2, c.Font), Class: "band", Band: i})
+		items = append(items, labelBox{At: x(bd.Start), Text: bandLabel(bd, c.W-x(bd.Start)-2, c.Font), Class: "band", Band: i})
 	}
 	bandLabels, bandRows := layoutLabels(items, 0, c.W, bandTop, c)
 	top := bandTop + float64(bandRows)*c.rowH()

@@ -20,6 +20,9 @@ import (
 // the roll, and log lines as long as the real ones.
 func sampleReport() report {
 	tl := fixedTimeline()
+	// A second roll soon after the first, as the recorded run had: its
+	// label finds little room right of it.
+	tl.Bands = append(tl.Bands, band{Start: 470, End: 560, Method: "drift", Replacements: 6})
 	steps := []StepResult{
 		{Name: "A workload arrives", Start: 0, Took: 16 * time.Second, CostFrom: 0, CostTo: 0.826,
 			CostCauses: []string{"+0.526: the gpu node gpu-dfwfj (g4dn.xlarge on-demand, $0.526/h) launched", "+0.300: 11 general nodes launched"}},
@@ -269,8 +272,11 @@ func layoutProblems(f pageFacts) []string {
 			add("band %q has no label", b.Band)
 			continue
 		}
-		// Next to its band: on the band's top edge, reaching over the band's span.
-		if label.X >= b.X+b.W || label.X+label.W <= b.X {
+		// Next to its band: on the band's top edge, from the band's left end
+		// (or, with no room there, ending at the chart's right edge) and
+		// reaching over the band's span.
+		clamped := label.X+label.W >= c.X+c.W-2
+		if label.X >= b.X+b.W || label.X+label.W <= b.X || (label.X < b.X-2 && !clamped) {
 			add("band %q spans x %.1f-%.1f, its label %.1f-%.1f", b.Band, b.X, b.X+b.W, label.X, label.X+label.W)
 		}
 		// On its top edge: touching it from above, or in its top strip.
@@ -295,7 +301,7 @@ func TestLayoutProblems(t *testing.T) {
 			Charts: []chartFact{{
 				boxFact: boxFact{X: 16, Y: 100, W: 343, H: 600},
 				Texts:   []boxFact{{Text: "Ready nodes", X: 60, Y: 200, W: 80, H: 14}, {Text: "6", X: 30, Y: 210, W: 8, H: 14}},
-				Labels:  []boxFact{{Text: "1 A workload arrives", X: 16, Y: 106, W: 150, H: 16}, {Text: "drift", Band: "0", X: 200, Y: 130, W: 150, H: 16}},
+				Labels:  []boxFact{{Text: "1 A workload arrives", X: 16, Y: 106, W: 150, H: 16}, {Text: "drift", Band: "0", X: 222, Y: 130, W: 100, H: 16}},
 				Bands:   []boxFact{{Band: "0", X: 220, Y: 130, W: 60, H: 400}},
 			}},
 		}
@@ -316,9 +322,10 @@ func TestLayoutProblems(t *testing.T) {
 		{"three charts", func(f *pageFacts) { f.Charts = append(f.Charts, f.Charts[0], f.Charts[0]) }, "3 charts shown"},
 		{"texts overlap", func(f *pageFacts) { f.Charts[0].Texts[1].X = 70 }, "chart texts overlap"},
 		{"text off the chart", func(f *pageFacts) { f.Charts[0].Texts[0].X = 300 }, "runs outside the chart"},
-		{"labels overlap", func(f *pageFacts) { f.Charts[0].Labels[0].Y = 130; f.Charts[0].Labels[0].X = 190 }, "chart labels overlap"},
+		{"labels overlap", func(f *pageFacts) { f.Charts[0].Labels[0].Y = 130; f.Charts[0].Labels[0].X = 200 }, "chart labels overlap"},
 		{"band label far above", func(f *pageFacts) { f.Charts[0].Labels[1].Y = 106 }, "not on the band's top"},
 		{"band label beside the band", func(f *pageFacts) { f.Charts[0].Labels[1].X = 290 }, "its label 290.0"},
+		{"band label starts left of the band", func(f *pageFacts) { f.Charts[0].Labels[1].X = 120 }, "its label 120.0"},
 		{"band without label", func(f *pageFacts) { f.Charts[0].Labels[1].Band = "" }, "has no label"},
 	}
 	for _, tc := range cases {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/karpless/karpless/shared/function/shadow"
 	"github.com/karpless/karpless/shared/local/kubetest"
@@ -54,6 +55,11 @@ func TestShadowReportCommand(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.Decisions != 2 || r.Records["logs"] != 1 || len(r.Unknown) == 0 {
 		t.Errorf("-o json: exit %d %s %s", code, out, errs)
 	}
+	code, out, errs = runCLI(ctx, append(args, "-o", "yaml")...)
+	var y shadowreport.Report
+	if code != 0 || yaml.Unmarshal([]byte(out), &y) != nil || y.Decisions != 2 || y.Records["logs"] != 1 {
+		t.Errorf("-o yaml: exit %d %s %s", code, out, errs)
+	}
 	if cm, err := e.Clients.Core.CoreV1().ConfigMaps(kns).Get(ctx, shadow.StoreName("provisioner"), metav1.GetOptions{}); err != nil || len(shadow.DecodeEntries(cm.Data["decisions"])) != 1 {
 		t.Errorf("the store changed: %v", err)
 	}
@@ -64,8 +70,8 @@ func TestShadowReportCommand(t *testing.T) {
 	}{
 		{[]string{"shadow"}, 2, "usage: karpless shadow <subcommand>"},
 		{[]string{"shadow", "frob"}, 2, `unknown subcommand "frob"`},
-		{[]string{"shadow", "report", "-o", "yaml"}, 1, `-o "yaml": want text or json`},
-		{[]string{"shadow", "report", "--since", "-1h"}, 1, "want a positive duration"},
+		{[]string{"shadow", "report", "-o", "xml"}, 2, `-o "xml": want text, json or yaml`},
+		{[]string{"shadow", "report", "--since", "-1h"}, 2, "want a positive duration"},
 		{[]string{"shadow", "report", "extra"}, 2, "usage: karpless shadow report"},
 		{[]string{"shadow", "report", "--kubeconfig", e.Cluster.Kubeconfig, "--logs", filepath.Join(t.TempDir(), "missing")}, 1, "no such file"},
 	} {

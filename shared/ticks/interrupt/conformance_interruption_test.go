@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/karpless/karpless/events"
@@ -80,6 +81,10 @@ func newConfWorld(t *testing.T) *confWorld {
 	if _, err := e.Clients.Core.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	// The package's tests share one API server: the claims and nodes made
+	// here must not outlive the case (a later scenario's passes would
+	// count a claim of NodePool default without an instance).
+	t.Cleanup(func() { removeClaimsAndNodes(e, ns+"-") })
 	m := record.NewMetrics("Test")
 	return &confWorld{t: t, e: e, metrics: m, ns: ns, h: &interrupt.Handler{
 		Queue: approving{}, QueueURL: "https://sqs.us-west-2.amazonaws.com/123456789012/conformance", QueueARN: confQueueARN,
@@ -315,5 +320,27 @@ func TestConformanceInterruption(t *testing.T) {
 		c.Differs = "Lambda's SQS event source mapping polls the queue, not Karpless: a queue that does not exist or may not be read " +
 			"disables the mapping (its state and LastProcessingResult say why) instead of failing a reconcile"
 		conformance.Run(t, c, func(t *testing.T) {})
+	}
+}
+
+// removeClaimsAndNodes deletes the NodeClaims (their finalizers dropped)
+// and Nodes whose names start with prefix.
+func removeClaimsAndNodes(e *kubetest.Env, prefix string) {
+	ctx := context.Background()
+	if l, err := e.Clients.NodeClaims.List(ctx, metav1.ListOptions{}); err == nil {
+		for _, nc := range l.Items {
+			if !strings.HasPrefix(nc.Name, prefix) {
+				continue
+			}
+			_, _ = e.Clients.NodeClaims.Patch(ctx, nc.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+			_ = e.Clients.NodeClaims.Delete(ctx, nc.Name, metav1.DeleteOptions{})
+		}
+	}
+	if l, err := e.Clients.Core.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, n := range l.Items {
+			if strings.HasPrefix(n.Name, prefix) {
+				_ = e.Clients.Core.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
+			}
+		}
 	}
 }

@@ -48,14 +48,13 @@ kube:
 
 ## cli: build/karpless, the operator CLI, with its version and commit stamped
 ## (GOFLAGS has -buildvcs=false, so the build info has no commit) and without
-## what it does not need: symbols and DWARF (-s -w), file paths (-trimpath),
-## the Lambda RPC runtime a CLI never serves (lambda.norpc). docs/cli.md,
-## "The binary", has the sizes.
+## what it does not need: symbols and DWARF (-s -w) and file paths
+## (-trimpath). docs/cli.md, "The binary", has the sizes.
 CLI_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 CLI_COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 cli: FORCE
 	@mkdir -p build
-	$(GO) build -trimpath -tags lambda.norpc -ldflags '-s -w -X main.version=$(CLI_VERSION) -X main.commit=$(CLI_COMMIT)' -o build/karpless ./cmd/karpless
+	$(GO) build -trimpath -ldflags '-s -w -X main.version=$(CLI_VERSION) -X main.commit=$(CLI_COMMIT)' -o build/karpless ./cmd/karpless
 
 ## demo: the whole loop on this machine, no AWS account and no Docker:
 ## make demo [SCENARIO=path/to/scenario.yaml]. The last line is the summary.

@@ -2,7 +2,7 @@ package demo
 
 import (
 	"fmt"
-	"html/template"
+	"html"
 	"math"
 	"sort"
 	"strings"
@@ -278,19 +278,19 @@ func bandLabel(b band, room, font float64) string {
 func clockAt(sec float64) string { return clockString(time.Duration(sec * float64(time.Second))) }
 
 // renderTimeline draws the chart in each of its sizes (chartSizes).
-func renderTimeline(tl timeline) template.HTML {
+func renderTimeline(tl timeline) string {
 	var b strings.Builder
 	for _, c := range chartSizes() {
-		b.WriteString(string(renderChart(tl, c)))
+		b.WriteString(renderChart(tl, c))
 	}
-	return template.HTML(b.String())
+	return b.String()
 }
 
 // renderChart draws the nodes, pending pods and $/hour panels on one time
 // axis, the steps' labels in a lane above them, each replacement band
 // shaded across the panels with its label on its top edge and a note under
 // the axis.
-func renderChart(tl timeline, c chartSize) template.HTML {
+func renderChart(tl timeline, c chartSize) string {
 	type series struct {
 		title, color, format string
 		value                func(sample) float64
@@ -356,7 +356,7 @@ func renderChart(tl timeline, c chartSize) template.HTML {
 	}
 
 	var b strings.Builder
-	esc := template.HTMLEscapeString
+	esc := html.EscapeString
 	fmt.Fprintf(&b, `<svg class="timeline %s" viewBox="0 0 %.0f %.0f" width="100%%" role="img" aria-label="Ready nodes, pending pods and cost over time" font-family="system-ui,-apple-system,'Segoe UI',Roboto,sans-serif" xmlns="http://www.w3.org/2000/svg">`, c.Name, c.W, math.Ceil(height))
 	b.WriteString(`<rect x="0" y="0" width="100%" height="100%" fill="#fff"/>`)
 	// Replacement bands, under everything else, each from its label's row.
@@ -452,5 +452,5 @@ func renderChart(tl timeline, c chartSize) template.HTML {
 		ny += float64(len(n))*lineH + 8
 	}
 	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
+	return b.String()
 }

@@ -2,10 +2,11 @@ package demo
 
 import (
 	"fmt"
-	"html/template"
+	"html"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -40,18 +41,39 @@ type report struct {
 
 // render writes a self-contained HTML page (inline SVG, no external
 // assets): a timeline of nodes, pending pods and $/hour with the steps
-// marked (chart.go), the step table and the full event log.
+// marked (chart.go), the step table and the full event log. It is built
+// with html.EscapeString rather than html/template: the template
+// package's reflection makes the linker keep every exported method of
+// every package the CLI links (the AWS SDK's clients), tripling its size.
 func (rep report) render(w io.Writer) error {
-	data := struct {
-		Scenario *Scenario
-		Summary  *Summary
-		Timeline template.HTML
-		Log      []string
-		When     string
-	}{Scenario: rep.Scenario, Summary: rep.Summary, Log: rep.Log, When: rep.When.Format(time.RFC1123)}
-	data.Timeline = renderTimeline(rep.Timeline)
-	if err := reportTemplate.Execute(w, data); err != nil {
-		return fmt.Errorf("rendering the report: %w", err)
+	esc := html.EscapeString
+	var b strings.Builder
+	name := esc(rep.Scenario.Name)
+	b.WriteString("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n")
+	fmt.Fprintf(&b, "<title>Karpless demo: %s</title>\n<style>%s</style></head><body>\n", name, reportCSS)
+	fmt.Fprintf(&b, "<h1>Karpless demo: %s</h1>\n<p>%s</p>\n<p class=\"summary\">%s</p>\n", name, esc(rep.Scenario.Description), esc(rep.Summary.Line()))
+	fmt.Fprintf(&b, "<h2>Timeline</h2>\n%s\n<h2>Steps</h2>\n", renderTimeline(rep.Timeline))
+	b.WriteString(`<table class="steps"><tr class="head"><th>at</th><th>step</th><th>took</th><th>$/hour</th><th>what changed $/hour</th><th>note</th></tr>` + "\n")
+	for _, st := range rep.Summary.Steps {
+		fmt.Fprintf(&b, `<tr><td data-label="at" class="num">%s</td><td data-label="step">%s</td><td data-label="took" class="num">%s</td>`,
+			esc(clockString(st.Start)), esc(st.Name), esc(st.Took.Round(time.Second).String()))
+		fmt.Fprintf(&b, `<td data-label="$/hour" class="num">%.3f → %.3f (%s)</td><td data-label="why" class="why">`, st.CostFrom, st.CostTo, esc(signed(st.CostTo-st.CostFrom)))
+		for _, c := range st.CostCauses {
+			fmt.Fprintf(&b, "<div>%s</div>", esc(c))
+		}
+		fmt.Fprintf(&b, `</td><td data-label="note">%s`, esc(st.Note))
+		if st.Failed != "" {
+			fmt.Fprintf(&b, `<span class="failed">%s</span>`, esc(st.Failed))
+		}
+		b.WriteString("</td></tr>\n")
+	}
+	b.WriteString("</table>\n<h2>Event log</h2>\n<div class=\"log\">")
+	for _, l := range rep.Log {
+		fmt.Fprintf(&b, "<div>%s</div>", esc(l))
+	}
+	fmt.Fprintf(&b, "</div>\n<p><small>Generated %s by karpless demo. Times are on the demo's virtual clock.</small></p>\n</body></html>\n", esc(rep.When.Format(time.RFC1123)))
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("writing the report: %w", err)
 	}
 	return nil
 }
@@ -87,28 +109,3 @@ table.steps td{border:0;padding:1px 0}
 table.steps td:empty{display:none}
 table.steps td[data-label]::before{content:attr(data-label) ": ";font-weight:600;color:#555}
 }`
-
-var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"clock":  func(d time.Duration) string { return clockString(d) },
-	"round":  func(d time.Duration) time.Duration { return d.Round(time.Second) },
-	"signed": signed,
-	"css":    func() template.CSS { return template.CSS(reportCSS) },
-	"sub":    func(a, b float64) float64 { return a - b },
-}).Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Karpless demo: {{.Scenario.Name}}</title>
-<style>{{css}}</style></head><body>
-<h1>Karpless demo: {{.Scenario.Name}}</h1>
-<p>{{.Scenario.Description}}</p>
-<p class="summary">{{.Summary.Line}}</p>
-<h2>Timeline</h2>
-{{.Timeline}}
-<h2>Steps</h2>
-<table class="steps"><tr class="head"><th>at</th><th>step</th><th>took</th><th>$/hour</th><th>what changed $/hour</th><th>note</th></tr>
-{{range .Summary.Steps}}<tr><td data-label="at" class="num">{{clock .Start}}</td><td data-label="step">{{.Name}}</td><td data-label="took" class="num">{{round .Took}}</td><td data-label="$/hour" class="num">{{printf "%.3f" .CostFrom}} → {{printf "%.3f" .CostTo}} ({{signed (sub .CostTo .CostFrom)}})</td><td data-label="why" class="why">{{range .CostCauses}}<div>{{.}}</div>{{end}}</td><td data-label="note">{{.Note}}{{if .Failed}}<span class="failed">{{.Failed}}</span>{{end}}</td></tr>
-{{end}}</table>
-<h2>Event log</h2>
-<div class="log">{{range .Log}}<div>{{.}}</div>{{end}}</div>
-<p><small>Generated {{.When}} by karpless demo. Times are on the demo's virtual clock.</small></p>
-</body></html>
-`))

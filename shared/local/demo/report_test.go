@@ -336,3 +336,31 @@ func TestLayoutProblems(t *testing.T) {
 		}
 	}
 }
+
+// TestReportEscapes: what a scenario, a step or the log says is text on
+// the page, never markup (the page is built without html/template).
+func TestReportEscapes(t *testing.T) {
+	rep := sampleReport()
+	sc := *rep.Scenario
+	sc.Name, sc.Description = `<script>alert("name")</script>`, `a & b <i>`
+	rep.Scenario = &sc
+	sum := *rep.Summary
+	sum.Steps = append([]StepResult{{Name: `<b>step</b>`, Note: `"quoted" & <note>`, Failed: `<img src=x>`, CostCauses: []string{`<cause>`}}}, sum.Steps...)
+	rep.Summary = &sum
+	rep.Log = append([]string{`<script>log</script>`}, rep.Log...)
+	var b strings.Builder
+	if err := rep.render(&b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, bad := range []string{"<script>", "<b>step", "<i>", "<img", "<cause>", "<note>"} {
+		if strings.Contains(page, bad) {
+			t.Errorf("the page carries %q as markup", bad)
+		}
+	}
+	for _, want := range []string{"&lt;script&gt;alert(&#34;name&#34;)&lt;/script&gt;", "a &amp; b &lt;i&gt;", "&lt;b&gt;step&lt;/b&gt;", "&lt;img src=x&gt;", "&lt;cause&gt;"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+}

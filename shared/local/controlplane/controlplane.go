@@ -171,7 +171,26 @@ func checkBinaries(dir string) error {
 }
 
 // Start launches the control plane and waits for /readyz. Stop it with Stop.
+// The ports are found free and then given to etcd and kube-apiserver,
+// which bind them a moment later; on a busy machine another process (an
+// outgoing connection's ephemeral port) can take one in between, so a
+// start whose component could not bind its port is tried again on new
+// ports, up to startTries times.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	var err error
+	for range startTries {
+		var c *Cluster
+		if c, err = start(ctx, cfg); err == nil || !strings.Contains(err.Error(), "address already in use") || ctx.Err() != nil {
+			return c, err
+		}
+	}
+	return nil, fmt.Errorf("starting the control plane %d times, each time a port was taken before it was bound: %w", startTries, err)
+}
+
+// startTries is how many times Start tries new ports.
+const startTries = 3
+
+func start(ctx context.Context, cfg Config) (*Cluster, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))

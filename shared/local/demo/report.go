@@ -44,7 +44,7 @@ type report struct {
 // marked (chart.go), the step table and the full event log. It is built
 // with html.EscapeString rather than html/template: the template
 // package's reflection makes the linker keep every exported method of
-// every package the CLI links (the AWS SDK's clients), tripling its size.
+// every package the CLI links (the AWS SDK's clients): 159 MB, not 67.
 func (rep report) render(w io.Writer) error {
 	esc := html.EscapeString
 	var b strings.Builder

@@ -233,12 +233,7 @@ func localInstances(ctx context.Context, c *cli, args []string) error {
 	dir := dirFlag(fs)
 	all := fs.Bool("all", false, "include terminated instances")
 	output := outputFlag(fs)
-	if pos, err := parse(fs, args); err != nil {
-		return err
-	} else if len(pos) != 0 {
-		return badUsage(fs, "")
-	}
-	if err := checkOutput(fs, *output); err != nil {
+	if err := parseNoArgs(fs, args, output); err != nil {
 		return err
 	}
 	st, err := readState(*dir)

@@ -33,6 +33,17 @@ func checkOutput(fs *flag.FlagSet, format string) error {
 	return badUsage(fs, "-o %q: want text, json or yaml", format)
 }
 
+// parseNoArgs parses a reading command that takes flags and no
+// arguments, and checks its -o (output, read once parsed).
+func parseNoArgs(fs *flag.FlagSet, args []string, output *string) error {
+	if pos, err := parse(fs, args); err != nil {
+		return err
+	} else if len(pos) != 0 {
+		return badUsage(fs, "")
+	}
+	return checkOutput(fs, *output)
+}
+
 // write prints v as format asks: text through v's own writer, json
 // indented, yaml from the same JSON field names.
 func write(w io.Writer, format string, v any, text func(io.Writer) error) error {

@@ -39,14 +39,7 @@ func shadowReport(ctx context.Context, c *cli, args []string) error {
 	output := outputFlag(fs)
 	var logs logFiles
 	fs.Var(&logs, "logs", "a file of the functions' log lines (exported from CloudWatch Logs: aws logs tail or filter-log-events); repeatable")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return badUsage(fs, "")
-	}
-	if err := checkOutput(fs, *output); err != nil {
+	if err := parseNoArgs(fs, args, output); err != nil {
 		return err
 	}
 	if *since <= 0 {

@@ -51,12 +51,7 @@ type versionInfo struct {
 func runVersion(ctx context.Context, c *cli, args []string) error {
 	fs := flags(c, "karpless version", "[-o text|json|yaml]")
 	output := outputFlag(fs)
-	if pos, err := parse(fs, args); err != nil {
-		return err
-	} else if len(pos) != 0 {
-		return badUsage(fs, "")
-	}
-	if err := checkOutput(fs, *output); err != nil {
+	if err := parseNoArgs(fs, args, output); err != nil {
 		return err
 	}
 	v, err := buildVersion()

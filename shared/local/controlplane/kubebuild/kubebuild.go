@@ -309,6 +309,10 @@ func sameDir(a, b string) (bool, error) {
 	}
 	fb, err := os.Stat(b)
 	if err != nil {
+		// A fresh checkout has no .cache/kube/bin yet: not the same.
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
 		return false, err
 	}
 	return os.SameFile(fa, fb), nil

@@ -216,6 +216,21 @@ func TestEnsureAdoptsAnEarlierBuild(t *testing.T) {
 	}
 }
 
+// TestLinkInAFreshCheckout: a clean checkout (CI's) has no .cache at all;
+// make kube's link is made with its parents, and made again is unchanged.
+func TestLinkInAFreshCheckout(t *testing.T) {
+	bin := t.TempDir()
+	path := filepath.Join(t.TempDir(), "checkout", ".cache", "kube", "bin")
+	for i := 0; i < 2; i++ {
+		if err := Link(path, bin); err != nil {
+			t.Fatalf("link %d: %v", i+1, err)
+		}
+		if target, err := os.Readlink(path); err != nil || target != bin {
+			t.Errorf("link %d: %s links to %q (%v), want %s", i+1, path, target, err, bin)
+		}
+	}
+}
+
 func TestEnsureRefusesAGoWithoutTheHookLine(t *testing.T) {
 	goCmd, _ := fakeToolchain(t, false)
 	_, err := Ensure(context.Background(), Options{BinDir: filepath.Join(t.TempDir(), "bin"), Go: goCmd})

@@ -74,10 +74,13 @@ type invariants struct {
 
 	worldMoves atomic.Int64
 	// outages are the zone-wide capacity removals in force, as
-	// "capacity-type/zone" by fault id; blockedAt is when each claim last
-	// had every offering it allows taken away by them (both guarded by mu).
+	// "capacity-type/zone" by fault id (allOfferings for a fault that
+	// fails every launch); blockedAt is when each claim last had every
+	// offering it allows taken away by a capacity removal, haltedAt by a
+	// fault failing every launch (all guarded by mu).
 	outages   map[emulator.FaultID]string
 	blockedAt map[string]time.Time
+	haltedAt  map[string]time.Time
 	// budgetEdits are the chaos schedule's edits of each pool's budgets,
 	// oldest first (guarded by mu).
 	budgetEdits map[string][]budgetEdit
@@ -156,7 +159,12 @@ func budgetsAt(np karpv1.NodePool, edits []budgetEdit, started time.Time) karpv1
 	return np
 }
 
-// outage records a zone-wide capacity removal starting (on) or ending.
+// allOfferings is the outage of a fault that fails every launch whatever
+// its offering (EC2 refusing the launch's parameters, not its capacity).
+const allOfferings = "*"
+
+// outage records a zone-wide capacity removal starting (on) or ending;
+// capacityType allOfferings is a fault that fails every launch.
 func (v *invariants) outage(id emulator.FaultID, capacityType, zone string, on bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -173,8 +181,9 @@ var soakZones = []string{"us-west-2a", "us-west-2b", "us-west-2c"}
 // unlaunchedSince is when a claim's launch clock starts: its creation, or
 // the end of the last moment every offering it allows was out (plus the
 // time EC2's capacity errors stay marked, as in Karpenter, since the
-// functions cannot know sooner that the capacity is back). A claim none of
-// whose offerings exists is not late.
+// functions cannot know sooner that the capacity is back), or the end of
+// the last moment every launch failed whatever its offering. A claim none
+// of whose offerings exists is not late.
 func (v *invariants) unlaunchedSince(nc *karpv1.NodeClaim, now time.Time) time.Time {
 	reqs := scheduling.RequirementsFromNodePool(nc.Spec.Requirements)
 	zones, cts := reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)
@@ -183,6 +192,9 @@ func (v *invariants) unlaunchedSince(nc *karpv1.NodeClaim, now time.Time) time.T
 	out := map[string]bool{}
 	for _, o := range v.outages {
 		out[o] = true
+	}
+	if out[allOfferings+"/"+allOfferings] {
+		v.haltedAt[nc.Name] = now
 	}
 	blocked := true
 	for _, ct := range []string{wellknown.CapacityTypeSpot, wellknown.CapacityTypeOnDemand} {
@@ -199,12 +211,17 @@ func (v *invariants) unlaunchedSince(nc *karpv1.NodeClaim, now time.Time) time.T
 	if b, ok := v.blockedAt[nc.Name]; ok && b.Add(timing.DefaultUnavailableOfferingsTTL).After(since) {
 		since = b.Add(timing.DefaultUnavailableOfferingsTTL)
 	}
+	// A launch that failed for its parameters marks no offering
+	// unavailable, so the next tick may launch as soon as the fault ends.
+	if h, ok := v.haltedAt[nc.Name]; ok && h.After(since) {
+		since = h
+	}
 	return since
 }
 
 func newInvariants(w *world) *invariants {
 	return &invariants{w: w, reported: map[string]bool{}, evictions: map[string]int{}, orphans: map[string]time.Time{}, commands: map[string]bool{},
-		outages: map[emulator.FaultID]string{}, blockedAt: map[string]time.Time{}, budgetEdits: map[string][]budgetEdit{}, podBlockedAt: map[string]time.Time{}}
+		outages: map[emulator.FaultID]string{}, blockedAt: map[string]time.Time{}, haltedAt: map[string]time.Time{}, budgetEdits: map[string][]budgetEdit{}, podBlockedAt: map[string]time.Time{}}
 }
 
 // note adds an event to the log a violation report shows.

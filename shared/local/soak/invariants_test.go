@@ -150,6 +150,9 @@ func TestUnlaunchedSince(t *testing.T) {
 		{name: "spot out, on-demand left", nc: claim("us-west-2a"), outages: []string{"spot/us-west-2a"}, want: created},
 		{name: "both out in its only zone", nc: claim("us-west-2a"), outages: []string{"spot/us-west-2a", "on-demand/us-west-2a"}, want: created.Add(time.Hour + timing.DefaultUnavailableOfferingsTTL)},
 		{name: "both out in one of its zones", nc: claim(), outages: []string{"spot/us-west-2a", "on-demand/us-west-2a"}, want: created},
+		// A fault failing every launch (no capacity error, nothing marked
+		// unavailable): the clock restarts when it ends, with no mark's time.
+		{name: "every launch failing", nc: claim(), outages: []string{allOfferings + "/" + allOfferings}, want: created.Add(time.Hour)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := newInvariants(nil)

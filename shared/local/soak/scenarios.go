@@ -208,6 +208,7 @@ func (r *runner) nonCapacityFailure(ctx context.Context) bool {
 	f.Message = "Value (karpless-profile) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name"
 	id := r.w.emu.Inject(f)
 	r.chaos.ice[id] = r.w.now().Add(90 * time.Second)
+	r.w.inv.outage(id, allOfferings, allOfferings, true)
 	r.w.cov.nonCapacity.Add(1)
 	r.w.inv.note("fault: every CreateFleet override fails with InvalidParameterValue (instance profile) for 90s")
 	r.chaos.burst(ctx)

@@ -321,25 +321,41 @@ func (r *runner) singleNodeMoves(snap *cluster.Snapshot, classes map[string]*sch
 	return out
 }
 
-// cheaperTypes counts n's instance types with an available offering n
-// allows cheaper than price: of any capacity type, and spot.
+// cheaperTypes counts n's instance types cheaper than price, of any
+// capacity type and as spot, by Karpenter's rule
+// (RemoveInstanceTypeOptionsByPriceAndMinValues): a type is cheaper when
+// its worst launch price is, the dearest available offering in the zones
+// n allows of the first capacity type (reserved, spot, on-demand) that has
+// one, since the launch may get any of them. One cheap zone is not enough.
 func cheaperTypes(n *scheduling.NewNodeClaim, price float64) (all, spot int) {
 	reqs := scheduling.RequirementsFromNodePool(n.Requirements)
 	zones, cts := reqs.Get(wellknown.ZoneLabel), reqs.Get(wellknown.CapacityTypeLabel)
-	for _, it := range n.InstanceTypes {
-		a, s := false, false
+	worst := func(it *scheduling.InstanceType, ct string) (float64, bool) {
+		dearest, found := 0.0, false
 		for _, o := range it.Offerings {
-			if !o.Available || o.Price >= price || (zones != nil && !zones.Has(o.Zone)) || (cts != nil && !cts.Has(o.CapacityType)) {
+			if !o.Available || o.CapacityType != ct || (zones != nil && !zones.Has(o.Zone)) {
 				continue
 			}
-			a = true
-			s = s || o.CapacityType == wellknown.CapacityTypeSpot
+			dearest, found = max(dearest, o.Price), true
 		}
-		if a {
-			all++
+		return dearest, found
+	}
+	for _, it := range n.InstanceTypes {
+		for _, ct := range []string{wellknown.CapacityTypeReserved, wellknown.CapacityTypeSpot, wellknown.CapacityTypeOnDemand} {
+			if cts != nil && !cts.Has(ct) {
+				continue
+			}
+			if p, ok := worst(it, ct); ok {
+				if p < price {
+					all++
+				}
+				break
+			}
 		}
-		if s {
-			spot++
+		if cts == nil || cts.Has(wellknown.CapacityTypeSpot) {
+			if p, ok := worst(it, wellknown.CapacityTypeSpot); ok && p < price {
+				spot++
+			}
 		}
 	}
 	return all, spot

@@ -33,7 +33,7 @@ CDK_ARGS     ?=
 # Identity of the CRDs the bootstrap embeds; a change makes CloudFormation re-run it.
 CRD_HASH     := $(shell cat shared/apis/crds/*.yaml 2>/dev/null | sha256sum | cut -c1-16)
 
-.PHONY: all cli demo test browser test-kills test-cases test-loaded soak-mutants conformance conformance-doc checks soak unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
+.PHONY: all cli demo test browser test-kills test-cases test-scenarios test-loaded soak-mutants conformance conformance-doc checks soak unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
 
 all: test
 
@@ -130,23 +130,32 @@ test-kills: kube
 test-cases: kube
 	KARPLESS_CASES=all KARPLESS_REQUIRE_KUBE=1 GOGC=$${GOGC:-200} $(GO) test $(TEST_FLAGS) -timeout 60m -run 'E2E' ./shared/ticks/disrupt ./shared/ticks/provision
 
+## test-scenarios: the two whole-world scenarios make test leaves out, side
+## by side: the demo's bundled scenario (shared/local/demo
+## TestDefaultScenario, make demo's own run with its summary checked) and
+## the soak's CI seeds with no fault planted (shared/local/soak TestSoakCI,
+## the seeds soak-mutants plants its faults in). CI runs it after make test.
+SCENARIO_TESTS := ^(TestDefaultScenario|TestSoakCI)$$
+test-scenarios: kube browser
+	@export KARPLESS_REQUIRE_KUBE=1 KARPLESS_REQUIRE_BROWSER=1 GOGC=$${GOGC:-200}; \
+	$(GO) test $(TEST_FLAGS) -run '$(SCENARIO_TESTS)' ./shared/local/demo ./$(SOAK)
+
 ## test-loaded: make test beside two CPU-bound processes (a busy laptop's
 ## share of two cores); the last line is test-loaded: passed|failed in <s> s.
 test-loaded:
 	hack/test-loaded.sh
 
-## test: the whole suite (CI then runs test-kills and soak-mutants). The
-## kill tests kill at the first gap of each kind of call (test-kills at
-## every gap). Integration tests need the control plane; with
+## test: the whole suite but its two longest scenarios (test-scenarios:
+## the demo's and the soak's CI seeds, 555 of its 2,490 CPU-seconds on
+## 2026-11-28); CI then runs test-scenarios, soak-mutants, test-cases and
+## test-kills. The kill tests kill at the first gap of each kind of call
+## (test-kills at every gap). Integration tests need the control plane; with
 ## KARPLESS_REQUIRE_KUBE=1 a missing one is a failure, never a silent skip.
 ## The longest suites are named first: go test starts packages in the order
 ## given, so they no longer start last and set the wall time alone. The two
 ## longest packages run as two processes each (each with its own control
 ## plane) beside the rest: the tests SHARDS names for the package, and the
-## others. The soak's CI seeds start once the shards are done (the last
-## packages may still be finishing): beside them its pacer slowed its clock
-## for the machine's load (529 s and 235 CPU-s inside the run, against 98 s
-## and 90 CPU-s alone). The checks (vet, the
+## others. The checks (vet, the
 ## generated-files check, cdk synth) run first, side by side: vet compiles
 ## every package, so timing-sensitive scenarios (the demo's interruption
 ## deadline) do not race a cold cache's compiles (beside the tests, the demo
@@ -154,7 +163,7 @@ test-loaded:
 ## (compiler, test binaries, the local control planes) collect garbage half
 ## as often as by default (GOGC=200, unless set): two cores are short of
 ## CPU, not of memory. Tests that measure a heap set their own collector.
-SLOW_TESTS := ./shared/ticks/interrupt ./shared/ticks/termination ./shared/local/demo ./shared/ticks/bootstrap
+SLOW_TESTS := ./shared/ticks/interrupt ./shared/ticks/termination ./shared/ticks/bootstrap
 SHARDS := shared/ticks/provision='^Test(Killed|Static|Buffer)' shared/ticks/disrupt='^Test(Crash|Kill|Buffer|Abandon|Stale|ConsolidationInto|ConsolidationUses)'
 SOAK := shared/local/soak
 TEST_FLAGS := -count=1 -timeout 25m
@@ -167,16 +176,13 @@ test: kube browser checks
 		$(GO) test $(TEST_FLAGS) -skip "$$re" ./$$pkg > $$logs/$$n.b 2>&1 & pids+=($$!); \
 		n=$$((n+1)); \
 	done; \
-	skip+=("github.com/karpless/karpless/$(SOAK)"); \
-	$(GO) test $(TEST_FLAGS) -p $(TEST_PARALLEL) $(SLOW_TESTS) $$($(GO) list ./... | grep -vxF "$${skip[@]/#/-e}") & main=$$!; \
+	$(GO) test $(TEST_FLAGS) -skip '$(SCENARIO_TESTS)' -p $(TEST_PARALLEL) $(SLOW_TESTS) $$($(GO) list ./... | grep -vxF "$${skip[@]/#/-e}") & main=$$!; \
 	rc=0; for pid in "$${pids[@]}"; do wait $$pid || rc=1; done; \
-	$(GO) test $(TEST_FLAGS) ./$(SOAK) > $$logs/soak 2>&1 & soak=$$!; \
-	wait $$main || rc=1; wait $$soak || rc=1; \
+	wait $$main || rc=1; \
 	n=0; for shard in $(SHARDS); do \
 		echo "$${shard%%=*}, tests matching $${shard#*=}:"; cat $$logs/$$n.a; \
 		echo "$${shard%%=*}, the other tests:"; cat $$logs/$$n.b; n=$$((n+1)); \
 	done; \
-	echo "$(SOAK), the CI seeds and the rest:"; cat $$logs/soak; \
 	exit $$rc
 
 unit:

@@ -1,13 +1,22 @@
 package launchtemplate
 
 import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/pelletier/go-toml/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
+	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/core/conformance"
@@ -103,4 +112,373 @@ func TestConformanceLaunchTemplates(t *testing.T) {
 			}
 		})
 	})
+}
+
+// builds returns the templates of req, failing the test when there are none.
+func builds(t *testing.T, req Request) []Resolved {
+	t.Helper()
+	res, err := Build(req)
+	if err != nil || len(res) == 0 {
+		t.Fatal(res, err)
+	}
+	return res
+}
+
+// withPods gives every instance type of req the pods capacity the catalog
+// computes when the class's kubelet sets maxPods (allocatable.go): the
+// launch template's maxPods comes from that capacity.
+func withPods(req Request, pods int64) Request {
+	for _, it := range req.InstanceTypes {
+		it.Capacity[corev1.ResourcePods] = *resource.NewQuantity(pods, resource.DecimalSI)
+	}
+	return req
+}
+
+// withFamily points the suite's default class at an alias's family.
+func withFamily(req Request, alias string) Request {
+	req.NodeClass.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: alias}}
+	return req
+}
+
+// nodeConfigs are the NodeConfig documents of AL2023 user data, as
+// Karpenter's ExpectParseNodeConfigs reads them: every
+// application/node.eks.aws part, decoded.
+func nodeConfigs(t *testing.T, userData string) []map[string]any {
+	t.Helper()
+	parts, err := parseMIME(userData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, p := range parts {
+		if p.ContentType != contentTypeNodeCfg {
+			continue
+		}
+		var doc map[string]any
+		if err := yaml.Unmarshal([]byte(p.Body), &doc); err != nil {
+			t.Fatalf("NodeConfig part: %v\n%s", err, p.Body)
+		}
+		out = append(out, doc)
+	}
+	return out
+}
+
+// kubeletConfig is spec.kubelet of AL2023 user data's only NodeConfig.
+func kubeletConfig(t *testing.T, userData string) map[string]any {
+	t.Helper()
+	docs := nodeConfigs(t, userData)
+	if len(docs) != 1 {
+		t.Fatalf("%d NodeConfigs in\n%s", len(docs), userData)
+	}
+	spec, _ := docs[0]["spec"].(map[string]any)
+	kubelet, _ := spec["kubelet"].(map[string]any)
+	return kubelet
+}
+
+// kubeletField is spec.kubelet.config[field] of AL2023 user data as JSON.
+func kubeletField(t *testing.T, userData, field string) string {
+	t.Helper()
+	cfg, _ := kubeletConfig(t, userData)["config"].(map[string]any)
+	raw, err := json.Marshal(cfg[field])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
+// brKubernetes is settings.kubernetes of Bottlerocket user data.
+func brKubernetes(t *testing.T, userData string) map[string]any {
+	t.Helper()
+	doc := map[string]any{}
+	if err := toml.Unmarshal([]byte(userData), &doc); err != nil {
+		t.Fatalf("user data is not TOML: %v\n%s", err, userData)
+	}
+	settings, _ := doc["settings"].(map[string]any)
+	k8s, _ := settings["kubernetes"].(map[string]any)
+	return k8s
+}
+
+func TestConformanceLaunchTemplateContent(t *testing.T) {
+	const kms = "arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	conformance.Run(t, launchTemplateCase("should default to a generated launch template"), func(t *testing.T) {
+		for _, r := range builds(t, request()) {
+			d := r.Input.LaunchTemplateData
+			if !strings.HasPrefix(aws.ToString(r.Input.LaunchTemplateName), NamePrefix) || len(d.BlockDeviceMappings) == 0 || !aws.ToBool(d.BlockDeviceMappings[0].Ebs.Encrypted) {
+				t.Errorf("template %s: %+v", aws.ToString(r.Input.LaunchTemplateName), d.BlockDeviceMappings)
+			}
+		}
+	})
+	conformance.Run(t, launchTemplateCase("should fail to provision if the instance profile isn't ready"), func(t *testing.T) {
+		req := request()
+		req.NodeClass.Status.InstanceProfile = ""
+		if res, err := Build(req); err == nil {
+			t.Errorf("templates without an instance profile: %v", res)
+		}
+	})
+	conformance.Run(t, launchTemplateCase("should use the instance profile on the EC2NodeClass when specified"), func(t *testing.T) {
+		req := request()
+		req.NodeClass.Spec.Role = ""
+		req.NodeClass.Spec.InstanceProfile = aws.String("overridden-profile")
+		req.NodeClass.Status.InstanceProfile = "overridden-profile"
+		for _, r := range builds(t, req) {
+			if p := r.Input.LaunchTemplateData.IamInstanceProfile; p == nil || aws.ToString(p.Name) != "overridden-profile" {
+				t.Errorf("instance profile %+v", p)
+			}
+		}
+	})
+
+	conformance.Run(t, launchTemplateCase("Tags > should request that tags be applied to both network interfaces and spot instance requests"), func(t *testing.T) {
+		req := request()
+		req.NodeClass.Spec.Tags = map[string]string{"tag1": "tag1value", "tag2": "tag2value"}
+		req.CapacityType = wellknown.CapacityTypeSpot
+		for _, r := range builds(t, req) {
+			specs := r.Input.LaunchTemplateData.TagSpecifications
+			if len(specs) != 2 || specs[0].ResourceType != ec2types.ResourceTypeNetworkInterface || specs[1].ResourceType != ec2types.ResourceTypeSpotInstancesRequest {
+				t.Fatalf("tag specifications %+v", specs)
+			}
+			for _, s := range specs {
+				got := map[string]string{}
+				for _, tag := range s.Tags {
+					got[aws.ToString(tag.Key)] = aws.ToString(tag.Value)
+				}
+				for k, v := range req.NodeClass.Spec.Tags {
+					if got[k] != v {
+						t.Errorf("%s tags %v lack %s=%s", s.ResourceType, got, k, v)
+					}
+				}
+			}
+		}
+	})
+
+	// Block device mappings.
+	bdm := func(t *testing.T, req Request, check func(t *testing.T, m []ec2types.LaunchTemplateBlockDeviceMappingRequest)) {
+		t.Helper()
+		for _, r := range builds(t, req) {
+			check(t, r.Input.LaunchTemplateData.BlockDeviceMappings)
+		}
+	}
+	gp3 := func(t *testing.T, m ec2types.LaunchTemplateBlockDeviceMappingRequest, size int32) {
+		t.Helper()
+		if m.Ebs == nil || aws.ToInt32(m.Ebs.VolumeSize) != size || m.Ebs.VolumeType != "gp3" || aws.ToInt32(m.Ebs.Iops) != 0 {
+			t.Errorf("mapping %s %+v, want %dGiB gp3", aws.ToString(m.DeviceName), m.Ebs, size)
+		}
+	}
+	for _, tc := range []struct{ spec, alias string }{
+		{"should default AL2 block device mappings", "al2@latest"},
+		{"should default AL2023 block device mappings", "al2023@latest"},
+	} {
+		conformance.Run(t, launchTemplateCase("Block Device Mappings > "+tc.spec), func(t *testing.T) {
+			bdm(t, withFamily(request(), tc.alias), func(t *testing.T, m []ec2types.LaunchTemplateBlockDeviceMappingRequest) {
+				if len(m) != 1 {
+					t.Fatalf("mappings %+v", m)
+				}
+				gp3(t, m[0], 20)
+			})
+		})
+	}
+	io2 := func(size string) *awsv1.BlockDevice {
+		return &awsv1.BlockDevice{DeleteOnTermination: aws.Bool(true), Encrypted: aws.Bool(true), VolumeType: aws.String("io2"),
+			VolumeSize: ptrTo(resource.MustParse(size)), IOPS: aws.Int64(10_000), KMSKeyID: aws.String(kms)}
+	}
+	io2Want := func(size int32) *ec2types.LaunchTemplateEbsBlockDeviceRequest {
+		return &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeSize: aws.Int32(size), VolumeType: "io2", Iops: aws.Int32(10_000),
+			DeleteOnTermination: aws.Bool(true), Encrypted: aws.Bool(true), KmsKeyId: aws.String(kms)}
+	}
+	conformance.Run(t, launchTemplateCase("Block Device Mappings > should use custom block device mapping"), func(t *testing.T) {
+		req := request()
+		req.NodeClass.Spec.BlockDeviceMappings = []*awsv1.BlockDeviceMapping{
+			{DeviceName: aws.String("/dev/xvda"), EBS: io2("200G")},
+			{DeviceName: aws.String("/dev/xvdb"), EBS: io2("200Gi")},
+		}
+		bdm(t, req, func(t *testing.T, m []ec2types.LaunchTemplateBlockDeviceMappingRequest) {
+			if len(m) != 2 || !reflect.DeepEqual(m[0].Ebs, io2Want(187)) || !reflect.DeepEqual(m[1].Ebs, io2Want(200)) {
+				t.Errorf("mappings %+v %+v", m[0].Ebs, m[1].Ebs)
+			}
+		})
+	})
+	conformance.Run(t, launchTemplateCase("Block Device Mappings > should round up for custom block device mappings when specified in gigabytes"), func(t *testing.T) {
+		req := request()
+		req.NodeClass.Spec.BlockDeviceMappings = []*awsv1.BlockDeviceMapping{
+			{DeviceName: aws.String("/dev/xvda"), EBS: io2("4G")},
+			{DeviceName: aws.String("/dev/xvdb"), EBS: io2("2G")},
+		}
+		bdm(t, req, func(t *testing.T, m []ec2types.LaunchTemplateBlockDeviceMappingRequest) {
+			if len(m) != 2 || aws.ToInt32(m[0].Ebs.VolumeSize) != 4 || aws.ToInt32(m[1].Ebs.VolumeSize) != 2 {
+				t.Errorf("mappings %+v", m)
+			}
+		})
+	})
+	conformance.Run(t, launchTemplateCase("Block Device Mappings > should default bottlerocket second volume with root volume size"), func(t *testing.T) {
+		bdm(t, withFamily(request(), "bottlerocket@latest"), func(t *testing.T, m []ec2types.LaunchTemplateBlockDeviceMappingRequest) {
+			if len(m) != 2 {
+				t.Fatalf("mappings %+v", m)
+			}
+			gp3(t, m[0], 4)
+			gp3(t, m[1], 20)
+		})
+	})
+	customClass := func(req Request) Request {
+		req.NodeClass.Spec.AMIFamily = aws.String(catalog.FamilyCustom)
+		req.NodeClass.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Tags: map[string]string{"*": "*"}}}
+		return req
+	}
+	conformance.Run(t, launchTemplateCase("Block Device Mappings > should not default block device mappings for custom AMIFamilies"), func(t *testing.T) {
+		bdm(t, customClass(request()), func(t *testing.T, m []ec2types.LaunchTemplateBlockDeviceMappingRequest) {
+			if len(m) != 0 {
+				t.Errorf("mappings %+v", m)
+			}
+		})
+	})
+	conformance.Run(t, launchTemplateCase("Block Device Mappings > should use custom block device mapping for custom AMIFamilies"), func(t *testing.T) {
+		req := customClass(request())
+		req.NodeClass.Spec.BlockDeviceMappings = []*awsv1.BlockDeviceMapping{{DeviceName: aws.String("/dev/xvda"), EBS: io2("40Gi")}}
+		bdm(t, req, func(t *testing.T, m []ec2types.LaunchTemplateBlockDeviceMappingRequest) {
+			if len(m) != 1 || !reflect.DeepEqual(m[0].Ebs, io2Want(40)) {
+				t.Errorf("mappings %+v", m)
+			}
+		})
+	})
+
+	// User data: the suite's default class is AL2023 (nodeadm NodeConfig).
+	userData := func(t *testing.T, req Request) []string {
+		t.Helper()
+		var out []string
+		for _, r := range builds(t, req) {
+			out = append(out, r.UserData)
+		}
+		return out
+	}
+	udCase := func(spec string) conformance.Case { return launchTemplateCase("User Data > " + spec) }
+	conformance.Run(t, udCase("should specify --use-max-pods=false when using ENI-based pod density"), func(t *testing.T) {
+		for _, ud := range userData(t, withFamily(request(), "al2@latest")) {
+			if !strings.Contains(ud, "--use-max-pods false") {
+				t.Errorf("user data\n%s", ud)
+			}
+		}
+	})
+	conformance.Run(t, udCase("should specify --use-max-pods=false and --max-pods user value when user specifies maxPods in NodePool"), func(t *testing.T) {
+		req := withPods(withFamily(request(), "al2@latest"), 10)
+		req.NodeClass.Spec.Kubelet = &awsv1.KubeletConfiguration{MaxPods: aws.Int32(10)}
+		for _, ud := range userData(t, req) {
+			if !strings.Contains(ud, "--use-max-pods false") || !strings.Contains(ud, "--max-pods=10") {
+				t.Errorf("user data\n%s", ud)
+			}
+		}
+	})
+	conformance.Run(t, udCase("should generate different launch templates for different maxPods values when specifying kubelet configuration"), func(t *testing.T) {
+		req := request()
+		req.NodeClass.Spec.Kubelet = &awsv1.KubeletConfiguration{ClusterDNS: []string{"test"}}
+		// one template per AMI and maxPods: the x86 AMI's 29- and 58-pod
+		// types are not combined.
+		res := builds(t, req)
+		names := map[string]int32{}
+		for _, r := range res {
+			names[aws.ToString(r.Input.LaunchTemplateName)] = r.MaxPods
+			if !strings.Contains(r.UserData, fmt.Sprintf("maxPods: %d", r.MaxPods)) {
+				t.Errorf("template for %v (maxPods %d): user data\n%s", r.InstanceTypes, r.MaxPods, r.UserData)
+			}
+		}
+		if len(res) != 4 || len(names) != 4 {
+			t.Errorf("templates %v", names)
+		}
+	})
+	for _, tc := range []struct {
+		spec, field string
+		kubelet     awsv1.KubeletConfiguration
+		want        string
+	}{
+		{"should specify systemReserved when overriding system reserved values", "systemReserved",
+			awsv1.KubeletConfiguration{SystemReserved: map[string]string{"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "2Gi"}},
+			`{"cpu":"500m","ephemeral-storage":"2Gi","memory":"1Gi"}`},
+		{"should specify kubeReserved when overriding system reserved values", "kubeReserved",
+			awsv1.KubeletConfiguration{KubeReserved: map[string]string{"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "2Gi"}},
+			`{"cpu":"500m","ephemeral-storage":"2Gi","memory":"1Gi"}`},
+		{"should pass evictionHard threshold values when specified", "evictionHard",
+			awsv1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": "10%", "nodefs.available": "15%", "nodefs.inodesFree": "5%"}},
+			`{"memory.available":"10%","nodefs.available":"15%","nodefs.inodesFree":"5%"}`},
+		{"should pass evictionSoft threshold values when specified", "evictionSoft",
+			awsv1.KubeletConfiguration{EvictionSoft: map[string]string{"memory.available": "10%", "nodefs.available": "15%", "nodefs.inodesFree": "5%"},
+				EvictionSoftGracePeriod: softGrace()},
+			`{"memory.available":"10%","nodefs.available":"15%","nodefs.inodesFree":"5%"}`},
+		{"should pass evictionSoftGracePeriod values when specified", "evictionSoftGracePeriod",
+			awsv1.KubeletConfiguration{EvictionSoft: map[string]string{"memory.available": "10%", "nodefs.available": "15%", "nodefs.inodesFree": "5%"},
+				EvictionSoftGracePeriod: softGrace()},
+			`{"memory.available":"1m0s","nodefs.available":"3m0s","nodefs.inodesFree":"5m0s"}`},
+		{"should pass evictionMaxPodGracePeriod when specified", "evictionMaxPodGracePeriod",
+			awsv1.KubeletConfiguration{EvictionMaxPodGracePeriod: aws.Int32(300)}, `300`},
+		{"should specify podsPerCore", "podsPerCore", awsv1.KubeletConfiguration{PodsPerCore: aws.Int32(2)}, `2`},
+		{"should pass ImageGCHighThresholdPercent when specified", "imageGCHighThresholdPercent",
+			awsv1.KubeletConfiguration{ImageGCHighThresholdPercent: aws.Int32(50)}, `50`},
+		{"should pass ImageGCLowThresholdPercent when specified", "imageGCLowThresholdPercent",
+			awsv1.KubeletConfiguration{ImageGCLowThresholdPercent: aws.Int32(50)}, `50`},
+		{"should pass cpuCFSQuota when specified", "cpuCFSQuota", awsv1.KubeletConfiguration{CPUCFSQuota: aws.Bool(false)}, `false`},
+	} {
+		conformance.Run(t, udCase(tc.spec), func(t *testing.T) {
+			req := request()
+			req.NodeClass.Spec.Kubelet = tc.kubelet.DeepCopy()
+			for _, ud := range userData(t, req) {
+				if got := kubeletField(t, ud, tc.field); got != tc.want {
+					t.Errorf("%s %s, want %s", tc.field, got, tc.want)
+				}
+			}
+		})
+	}
+	conformance.Run(t, udCase("should specify podsPerCore with maxPods enabled"), func(t *testing.T) {
+		// The catalog caps the types' pods at min(maxPods, podsPerCore x
+		// vCPUs); the kubelet configuration keeps the class's maxPods.
+		req := withPods(request(), 8)
+		req.NodeClass.Spec.Kubelet = &awsv1.KubeletConfiguration{PodsPerCore: aws.Int32(2), MaxPods: aws.Int32(100)}
+		for _, ud := range userData(t, req) {
+			if ppc, mp := kubeletField(t, ud, "podsPerCore"), kubeletField(t, ud, "maxPods"); ppc != "2" || mp != "100" {
+				t.Errorf("podsPerCore %s maxPods %s", ppc, mp)
+			}
+		}
+	})
+	for _, tc := range []struct{ spec, dns string }{
+		{"should specify clusterDNS when running in an ipv6 cluster", "fd4b:121b:812b::a"},
+		{"should specify clusterDNS when running in an ipv4 cluster", "10.0.100.10"},
+	} {
+		conformance.Run(t, udCase(tc.spec), func(t *testing.T) {
+			req := request()
+			req.Cluster.ClusterDNS = tc.dns
+			for _, ud := range userData(t, req) {
+				if got := kubeletField(t, ud, "clusterDNS"); got != `["`+tc.dns+`"]` {
+					t.Errorf("clusterDNS %s", got)
+				}
+			}
+		})
+	}
+	for _, tc := range []struct{ entry, label string }{
+		{"node-restriction.kubernetes.io", "node-restriction.kubernetes.io/bar"},
+		{"kubernetes.io", "kubernetes.io/bar"},
+		{"k8s.io", "k8s.io/bar"},
+		{"*.node-restriction.kubernetes.io", "foo.node-restriction.kubernetes.io/bar"},
+		{"kubernetes.io suffix", "foo.kubernetes.io/bar"},
+		{"*.k8s.io", "foo.k8s.io/bar"},
+	} {
+		conformance.Run(t, udCase("should not pass any labels in restricted domains > "+tc.entry), func(t *testing.T) {
+			req := request()
+			req.NodeClaim.Labels[tc.label] = "foobar"
+			req.NodeClaim.Spec.Requirements = append(req.NodeClaim.Spec.Requirements, karpv1.NodeSelectorRequirementWithMinValues{
+				Key: tc.label, Operator: corev1.NodeSelectorOpIn, Values: []string{"foobar"}})
+			for _, ud := range userData(t, req) {
+				if strings.Contains(ud, tc.label) {
+					t.Errorf("user data has %s:\n%s", tc.label, ud)
+				}
+			}
+		})
+	}
+	conformance.Run(t, udCase("should specify --local-disks raid0 when instance-store policy is set on AL2"), func(t *testing.T) {
+		req := withFamily(request(), "al2@latest")
+		req.NodeClass.Spec.InstanceStorePolicy = ptrTo(awsv1.InstanceStorePolicyRAID0)
+		for _, ud := range userData(t, req) {
+			if !strings.Contains(ud, "--local-disks raid0") {
+				t.Errorf("user data\n%s", ud)
+			}
+		}
+	})
+}
+
+func softGrace() map[string]metav1.Duration {
+	return map[string]metav1.Duration{"memory.available": {Duration: time.Minute}, "nodefs.available": {Duration: 180 * time.Second}, "nodefs.inodesFree": {Duration: 5 * time.Minute}}
 }

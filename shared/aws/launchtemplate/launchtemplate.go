@@ -272,7 +272,14 @@ func build(req Request, region string) ([]Resolved, error) {
 			continue
 		}
 		key := groupKey{ami: ami}
-		if family != catalog.FamilyCustom {
+		switch {
+		case family == catalog.FamilyCustom:
+		case nc.Spec.Kubelet != nil && nc.Spec.Kubelet.MaxPods != nil:
+			// The kubelet gets the class's maxPods as written, as
+			// Karpenter passes it; the types' pod capacity may be lower
+			// (podsPerCore), which the kubelet applies itself.
+			key.maxPods = *nc.Spec.Kubelet.MaxPods
+		default:
 			if q, ok := it.Capacity[corev1.ResourcePods]; ok && q.Value() > 0 && q.Value() <= math.MaxInt32 {
 				key.maxPods = int32(q.Value())
 			}

@@ -482,3 +482,312 @@ func TestConformanceLaunchTemplateContent(t *testing.T) {
 func softGrace() map[string]metav1.Duration {
 	return map[string]metav1.Duration{"memory.available": {Duration: time.Minute}, "nodefs.available": {Duration: 180 * time.Second}, "nodefs.inodesFree": {Duration: 5 * time.Minute}}
 }
+
+// brSettings is settings of Bottlerocket user data.
+func brSettings(t *testing.T, userData string) map[string]any {
+	t.Helper()
+	doc := map[string]any{}
+	if err := toml.Unmarshal([]byte(userData), &doc); err != nil {
+		t.Fatalf("user data is not TOML: %v\n%s", err, userData)
+	}
+	settings, _ := doc["settings"].(map[string]any)
+	return settings
+}
+
+// asJSON renders a decoded value for comparison.
+func asJSON(t *testing.T, v any) string {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
+func TestConformanceLaunchTemplateFamilies(t *testing.T) {
+	userData := func(t *testing.T, req Request) []string {
+		t.Helper()
+		var out []string
+		for _, r := range builds(t, req) {
+			out = append(out, r.UserData)
+		}
+		return out
+	}
+	udCase := func(spec string) conformance.Case { return launchTemplateCase("User Data > " + spec) }
+
+	// Bottlerocket's instance store bootstrap command.
+	mount := func(bind ...string) string {
+		return asJSON(t, map[string]any{"commands": []any{[]any{"apiclient", "ephemeral-storage", "init"}, append([]any{"apiclient", "ephemeral-storage", "bind"}, toAny(bind)...)},
+			"mode": "always", "essential": true})
+	}
+	for _, tc := range []struct {
+		spec, alias, custom string
+		want                map[string]string
+	}{
+		{"should specify RAID0 bootstrap-command when instance-store policy is set on Bottlerocket", "bottlerocket@latest", "",
+			map[string]string{"000-mount-instance-storage": mount()}},
+		{"should merge bootstrap-commands when instance-store policy is set on Bottlerocket", "bottlerocket@latest",
+			"[settings.bootstrap-commands.111-say-hello]\ncommands = [['echo', 'hello']]\nmode = 'always'\nessential = true\n",
+			map[string]string{"000-mount-instance-storage": mount(), "111-say-hello": `{"commands":[["echo","hello"]],"essential":true,"mode":"always"}`}},
+		{"should use explicit directories for Bottlerocket v1.45.0", "bottlerocket@v1.45.0", "",
+			map[string]string{"000-mount-instance-storage": mount("--dirs", "/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods")}},
+		{"should use default bind for Bottlerocket v1.46.0", "bottlerocket@v1.46.0", "",
+			map[string]string{"000-mount-instance-storage": mount()}},
+	} {
+		conformance.Run(t, udCase(tc.spec), func(t *testing.T) {
+			req := withFamily(request(), tc.alias)
+			req.NodeClass.Spec.InstanceStorePolicy = ptrTo(awsv1.InstanceStorePolicyRAID0)
+			if tc.custom != "" {
+				req.NodeClass.Spec.UserData = aws.String(tc.custom)
+			}
+			for _, ud := range userData(t, req) {
+				cmds, _ := brSettings(t, ud)["bootstrap-commands"].(map[string]any)
+				if len(cmds) != len(tc.want) {
+					t.Errorf("bootstrap commands %v", cmds)
+				}
+				for name, want := range tc.want {
+					if got := asJSON(t, cmds[name]); got != want {
+						t.Errorf("%s %s, want %s", name, got, want)
+					}
+				}
+			}
+		})
+	}
+
+	// Context Bottlerocket: a bottlerocket@latest class with maxPods 110.
+	bottlerocket := func() Request {
+		req := withPods(withFamily(request(), "bottlerocket@latest"), 110)
+		req.NodeClass.Spec.Kubelet = &awsv1.KubeletConfiguration{MaxPods: aws.Int32(110)}
+		req.Cluster.ClusterDNS = "10.0.100.10"
+		return req
+	}
+	brCase := func(spec string) conformance.Case { return udCase("Bottlerocket > " + spec) }
+	conformance.Run(t, brCase("should not bootstrap on invalid toml user data"), func(t *testing.T) {
+		req := bottlerocket()
+		req.NodeClass.Spec.UserData = aws.String("#/bin/bash\n ./not-toml.sh")
+		if res, err := Build(req); err == nil {
+			t.Errorf("templates from invalid TOML: %d", len(res))
+		}
+	})
+	for _, tc := range []struct {
+		spec    string
+		kubelet *awsv1.KubeletConfiguration
+		pods    int64
+		want    map[string]string // settings.kubernetes key: JSON value
+	}{
+		{"should override system reserved values in user data",
+			&awsv1.KubeletConfiguration{SystemReserved: map[string]string{"cpu": "2", "memory": "3Gi", "ephemeral-storage": "10Gi"}}, 0,
+			map[string]string{"system-reserved": `{"cpu":"2","ephemeral-storage":"10Gi","memory":"3Gi"}`}},
+		// Karpenter's Context has two Its of this title: kubeReserved, then
+		// evictionHard; both are checked here.
+		{"should override kube reserved values in user data",
+			&awsv1.KubeletConfiguration{KubeReserved: map[string]string{"cpu": "2", "memory": "3Gi", "ephemeral-storage": "10Gi"},
+				EvictionHard: map[string]string{"memory.available": "10%", "nodefs.available": "15%", "nodefs.inodesFree": "5%"}}, 0,
+			map[string]string{"kube-reserved": `{"cpu":"2","ephemeral-storage":"10Gi","memory":"3Gi"}`,
+				"eviction-hard": `{"memory.available":"10%","nodefs.available":"15%","nodefs.inodesFree":"5%"}`}},
+		{"should override soft eviction values in user data",
+			&awsv1.KubeletConfiguration{EvictionSoft: map[string]string{"memory.available": "10%"},
+				EvictionSoftGracePeriod: map[string]metav1.Duration{"memory.available": {Duration: time.Minute}}}, 0,
+			map[string]string{"eviction-soft": `{"memory.available":"10%"}`, "eviction-soft-grace-period": `{"memory.available":"1m0s"}`}},
+		{"should override max pod grace period in user data",
+			&awsv1.KubeletConfiguration{MaxPods: aws.Int32(35), EvictionMaxPodGracePeriod: aws.Int32(10)}, 35,
+			map[string]string{"api-server": `"https://test-cluster"`, "cluster-certificate": `"Y2EtYnVuZGxlCg=="`, "cluster-name": `"test-cluster"`,
+				"cluster-dns-ip": `"10.0.100.10"`, "max-pods": `35`, "eviction-max-pod-grace-period": `10`}},
+		{"should specify max pods value when passing maxPods in configuration", &awsv1.KubeletConfiguration{MaxPods: aws.Int32(10)}, 10,
+			map[string]string{"max-pods": `10`}},
+		{"should pass ImageGCHighThresholdPercent when specified", &awsv1.KubeletConfiguration{ImageGCHighThresholdPercent: aws.Int32(50)}, 0,
+			map[string]string{"image-gc-high-threshold-percent": `"50"`}},
+		{"should pass ImageGCLowThresholdPercent when specified", &awsv1.KubeletConfiguration{ImageGCLowThresholdPercent: aws.Int32(50)}, 0,
+			map[string]string{"image-gc-low-threshold-percent": `"50"`}},
+		{"should pass ClusterDNSIP when discovered", nil, 0, map[string]string{"cluster-dns-ip": `"10.0.100.10"`}},
+		{"should pass CPUCFSQuota when specified", &awsv1.KubeletConfiguration{CPUCFSQuota: aws.Bool(false)}, 0,
+			map[string]string{"cpu-cfs-quota-enforced": `false`}},
+	} {
+		conformance.Run(t, brCase(tc.spec), func(t *testing.T) {
+			req := bottlerocket()
+			if tc.kubelet != nil {
+				req = withPods(request(), 29)
+				req = withFamily(req, "bottlerocket@latest")
+				req.Cluster.ClusterDNS = "10.0.100.10"
+				if tc.pods > 0 {
+					req = withPods(req, tc.pods)
+				}
+				req.NodeClass.Spec.Kubelet = tc.kubelet
+			}
+			for _, ud := range userData(t, req) {
+				k8s := brKubernetes(t, ud)
+				for key, want := range tc.want {
+					if got := asJSON(t, k8s[key]); got != want {
+						t.Errorf("%s %s, want %s", key, got, want)
+					}
+				}
+			}
+		})
+	}
+
+	// Labels reach the kubelet from the NodeClaim: the NodePool template's
+	// labels and its single-valued requirements (which the provisioner
+	// writes as the claim's labels, scheduling.NewNodeClaim.Labels).
+	desired := map[string]string{"test-label-1": "value-1", "test-label-2": "value-2"}
+	labelled := func(req Request, asRequirements bool) Request {
+		for k, v := range desired {
+			req.NodeClaim.Labels[k] = v
+			if asRequirements {
+				req.NodeClaim.Spec.Requirements = append(req.NodeClaim.Spec.Requirements, karpv1.NodeSelectorRequirementWithMinValues{
+					Key: k, Operator: corev1.NodeSelectorOpIn, Values: []string{v}})
+			}
+		}
+		return req
+	}
+	for _, tc := range []struct {
+		spec           string
+		asRequirements bool
+	}{
+		{"should specify labels in the Kubelet flags when specified in NodePool", false},
+		{"should specify labels in the Kubelet flags when single value requirements are specified in NodePool", true},
+	} {
+		conformance.Run(t, brCase(tc.spec), func(t *testing.T) {
+			for _, ud := range userData(t, labelled(bottlerocket(), tc.asRequirements)) {
+				labels, _ := brKubernetes(t, ud)["node-labels"].(map[string]any)
+				for k, v := range desired {
+					if labels[k] != v {
+						t.Errorf("node-labels %v lack %s=%s", labels, k, v)
+					}
+				}
+			}
+		})
+		conformance.Run(t, udCase("AL2023 > Kubelet > "+tc.spec), func(t *testing.T) {
+			for _, ud := range userData(t, labelled(request(), tc.asRequirements)) {
+				flags, _ := kubeletConfig(t, ud)["flags"].([]any)
+				var flag string
+				for _, f := range flags {
+					if s, _ := f.(string); strings.HasPrefix(s, "--node-labels") {
+						flag = s
+					}
+				}
+				for k, v := range desired {
+					if !strings.Contains(flag, k+"="+v) {
+						t.Errorf("flags %v lack %s=%s", flags, k, v)
+					}
+				}
+			}
+		})
+	}
+
+	conformance.Run(t, udCase("AL2023 > Kubelet > should specify taints in the KubeletConfiguration when specified in NodePool"), func(t *testing.T) {
+		req := request()
+		want := []corev1.Taint{{Key: "test-taint-1", Effect: corev1.TaintEffectNoSchedule}, {Key: "test-taint-2", Effect: corev1.TaintEffectNoExecute}}
+		req.NodeClaim.Spec.Taints, req.NodeClaim.Spec.StartupTaints = want, nil
+		for _, ud := range userData(t, req) {
+			var got []corev1.Taint
+			if err := json.Unmarshal([]byte(kubeletField(t, ud, "registerWithTaints")), &got); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 3 || !reflect.DeepEqual(got[:2], want) {
+				t.Errorf("registerWithTaints %v", got)
+			}
+		}
+	})
+	for _, tc := range []struct {
+		field   string
+		kubelet awsv1.KubeletConfiguration
+		want    string
+	}{
+		{"systemReserved", awsv1.KubeletConfiguration{SystemReserved: map[string]string{"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "2Gi"}},
+			`{"cpu":"500m","ephemeral-storage":"2Gi","memory":"1Gi"}`},
+		{"kubeReserved", awsv1.KubeletConfiguration{KubeReserved: map[string]string{"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "2Gi"}},
+			`{"cpu":"500m","ephemeral-storage":"2Gi","memory":"1Gi"}`},
+		{"evictionHard", awsv1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": "10%", "nodefs.available": "15%", "nodefs.inodesFree": "5%"}},
+			`{"memory.available":"10%","nodefs.available":"15%","nodefs.inodesFree":"5%"}`},
+		{"evictionSoft", awsv1.KubeletConfiguration{EvictionSoft: map[string]string{"memory.available": "10%", "nodefs.available": "15%", "nodefs.inodesFree": "5%"},
+			EvictionSoftGracePeriod: softGrace()}, `{"memory.available":"10%","nodefs.available":"15%","nodefs.inodesFree":"5%"}`},
+		{"evictionSoftGracePeriod", awsv1.KubeletConfiguration{EvictionSoft: map[string]string{"memory.available": "10%", "nodefs.available": "15%", "nodefs.inodesFree": "5%"},
+			EvictionSoftGracePeriod: softGrace()}, `{"memory.available":"1m0s","nodefs.available":"3m0s","nodefs.inodesFree":"5m0s"}`},
+		{"evictionMaxPodGracePeriod", awsv1.KubeletConfiguration{EvictionMaxPodGracePeriod: aws.Int32(300)}, `300`},
+		{"podsPerCore", awsv1.KubeletConfiguration{PodsPerCore: aws.Int32(2)}, `2`},
+		{"clusterDNS", awsv1.KubeletConfiguration{ClusterDNS: []string{"10.0.100.0"}}, `["10.0.100.0"]`},
+		{"imageGCHighThresholdPercent", awsv1.KubeletConfiguration{ImageGCHighThresholdPercent: aws.Int32(50)}, `50`},
+		{"imageGCLowThresholdPercent", awsv1.KubeletConfiguration{ImageGCLowThresholdPercent: aws.Int32(50)}, `50`},
+		{"cpuCFSQuota", awsv1.KubeletConfiguration{CPUCFSQuota: aws.Bool(false)}, `false`},
+	} {
+		conformance.Run(t, udCase("AL2023 > Kubelet > should specify KubletConfiguration field when specified in NodePool > "+tc.field), func(t *testing.T) {
+			req := request()
+			req.NodeClass.Spec.Kubelet = tc.kubelet.DeepCopy()
+			for _, ud := range userData(t, req) {
+				if got := kubeletField(t, ud, tc.field); got != tc.want {
+					t.Errorf("%s %s, want %s", tc.field, got, tc.want)
+				}
+			}
+		})
+	}
+	conformance.Run(t, udCase("AL2023 > should set LocalDiskStrategy to Raid0 when specified by the InstanceStorePolicy"), func(t *testing.T) {
+		req := request()
+		req.NodeClass.Spec.InstanceStorePolicy = ptrTo(awsv1.InstanceStorePolicyRAID0)
+		for _, ud := range userData(t, req) {
+			docs := nodeConfigs(t, ud)
+			if len(docs) != 1 {
+				t.Fatalf("%d NodeConfigs", len(docs))
+			}
+			spec, _ := docs[0]["spec"].(map[string]any)
+			instance, _ := spec["instance"].(map[string]any)
+			if got := asJSON(t, instance["localStorage"]); got != `{"strategy":"RAID0"}` {
+				t.Errorf("localStorage %s", got)
+			}
+		}
+	})
+	conformance.Run(t, udCase("AL2023 > should fail to create launch templates if cluster CIDR is unresolved"), func(t *testing.T) {
+		req := request()
+		req.Cluster.ServiceCIDR = ""
+		if res, err := Build(req); err == nil {
+			t.Errorf("templates without the service CIDR: %d", len(res))
+		}
+	})
+
+	// Custom AMI selector: one amd64 image.
+	custom := func() Request {
+		req := request()
+		req.NodeClass.Spec.AMIFamily = aws.String(catalog.FamilyCustom)
+		req.NodeClass.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Tags: map[string]string{"*": "*"}}}
+		req.NodeClass.Status.AMIs = []awsv1.AMI{{ID: "ami-123", Requirements: []corev1.NodeSelectorRequirement{
+			{Key: wellknown.ArchLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}}}}
+		return req
+	}
+	customCase := func(spec string) conformance.Case { return udCase("Custom AMI Selector > " + spec) }
+	conformance.Run(t, customCase("should use ami selector specified in EC2NodeClass"), func(t *testing.T) {
+		res := builds(t, custom())
+		if len(res) != 1 || aws.ToString(res[0].Input.LaunchTemplateData.ImageId) != "ami-123" {
+			t.Errorf("templates %+v", res)
+		}
+	})
+	conformance.Run(t, customCase("should copy over userData untouched when AMIFamily is Custom"), func(t *testing.T) {
+		req := custom()
+		req.NodeClass.Spec.UserData = aws.String("special user data")
+		for _, ud := range userData(t, req) {
+			if ud != "special user data" {
+				t.Errorf("user data %q", ud)
+			}
+		}
+	})
+	conformance.Run(t, customCase("should fail if no amis match selector."), func(t *testing.T) {
+		req := custom()
+		req.NodeClass.Status.AMIs = nil
+		if res, err := Build(req); err == nil {
+			t.Errorf("templates without AMIs: %d", len(res))
+		}
+	})
+	conformance.Run(t, customCase("should fail if no instanceType matches ami requirements."), func(t *testing.T) {
+		req := custom()
+		req.NodeClass.Status.AMIs[0].Requirements[0].Values = []string{"newnew"}
+		if res, err := Build(req); err == nil {
+			t.Errorf("templates without a compatible type: %d", len(res))
+		}
+	})
+}
+
+func toAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}

@@ -791,3 +791,256 @@ func toAny(s []string) []any {
 	}
 	return out
 }
+
+func TestConformanceLaunchTemplateNetworking(t *testing.T) {
+	// efa makes the suite's default launch one of a pod requesting two EFA
+	// devices: the claim requests them and every type offered has them.
+	efa := func(req Request) Request {
+		req.NodeClaim.Spec.Resources.Requests = corev1.ResourceList{wellknown.ResourceEFA: resource.MustParse("2")}
+		for _, it := range req.InstanceTypes {
+			it.Capacity[wellknown.ResourceEFA] = resource.MustParse("2")
+		}
+		return req
+	}
+	// first is the first interface of every template (Karpenter pops one).
+	first := func(t *testing.T, req Request, check func(t *testing.T, nis []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest)) {
+		t.Helper()
+		for _, r := range builds(t, req) {
+			nis := r.Input.LaunchTemplateData.NetworkInterfaces
+			if len(nis) == 0 {
+				t.Fatalf("template for %v has no network interfaces", r.InstanceTypes)
+			}
+			check(t, nis)
+		}
+	}
+	for _, tc := range []struct {
+		entry            string
+		set, want, isEFA bool
+	}{
+		{"AssociatePublicIPAddress is true", true, true, false},
+		{"AssociatePublicIPAddress is false", false, false, false},
+		{"AssociatePublicIPAddress is true (EFA)", true, true, true},
+		{"AssociatePublicIPAddress is false (EFA)", false, false, true},
+	} {
+		conformance.Run(t, launchTemplateCase("User Data > Public IP Association > should set 'AssociatePublicIPAddress' based on EC2NodeClass > "+tc.entry), func(t *testing.T) {
+			req := request()
+			if tc.isEFA {
+				req = efa(req)
+			}
+			req.NodeClass.Spec.AssociatePublicIPAddress = aws.Bool(tc.set)
+			first(t, req, func(t *testing.T, nis []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest) {
+				if nis[0].AssociatePublicIpAddress == nil || *nis[0].AssociatePublicIpAddress != tc.want || (tc.isEFA && aws.ToString(nis[0].InterfaceType) != "efa") {
+					t.Errorf("interface %+v", nis[0])
+				}
+			})
+		})
+	}
+	for _, family := range []string{"IPv4", "IPv6"} {
+		for _, n := range []int32{0, 1, 10, 100} {
+			conformance.Run(t, launchTemplateCase(fmt.Sprintf("User Data > IP Prefix Delegation > should set '%sPrefixCount' based on EC2NodeClass > %sPrefixCount is %d", family, family, n)), func(t *testing.T) {
+				req := request()
+				req.NodeClass.Spec.IPPrefixCount = aws.Int32(n)
+				if family == "IPv6" {
+					req.Cluster.IPFamily = "ipv6"
+				}
+				first(t, req, func(t *testing.T, nis []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest) {
+					got := nis[0].Ipv4PrefixCount
+					if family == "IPv6" {
+						got = nis[0].Ipv6PrefixCount
+					}
+					if got == nil || *got != n {
+						t.Errorf("interface %+v", nis[0])
+					}
+				})
+			})
+		}
+	}
+	for _, tc := range []struct {
+		entry                  string
+		publicSet, public, efa bool
+	}{
+		{"AssociatePublicIPAddress is not set and EFA is false", false, true, false},
+		{"AssociatePublicIPAddress is not set and EFA is true", false, false, true},
+		{"AssociatePublicIPAddress is set as true and EFA is true", true, true, true},
+		{"AssociatePublicIPAddress is set as false and EFA is false", true, false, false},
+	} {
+		conformance.Run(t, launchTemplateCase("Networking > should provision a v6 address and set v6 primary IP as true when running in an ipv6 cluster > should set Primary IPv6 as true and provision a IPv6 address > "+tc.entry), func(t *testing.T) {
+			req := request()
+			req.Cluster.IPFamily = "ipv6"
+			if tc.efa {
+				req = efa(req)
+			}
+			if tc.publicSet {
+				req.NodeClass.Spec.AssociatePublicIPAddress = aws.Bool(tc.public)
+			}
+			first(t, req, func(t *testing.T, nis []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest) {
+				ni := nis[0]
+				if !tc.publicSet && !tc.efa && ni.AssociatePublicIpAddress != nil {
+					t.Errorf("public IP %v", *ni.AssociatePublicIpAddress)
+				}
+				if tc.efa && (aws.ToString(ni.InterfaceType) != "efa" || aws.ToBool(ni.AssociatePublicIpAddress) != tc.public) {
+					t.Errorf("interface %+v", ni)
+				}
+				if aws.ToInt32(ni.Ipv6AddressCount) != 1 || !aws.ToBool(ni.PrimaryIpv6) {
+					t.Errorf("IPv6 address count %v primary %v", ni.Ipv6AddressCount, ni.PrimaryIpv6)
+				}
+			})
+		})
+	}
+
+	ctCase := func(spec string) conformance.Case {
+		return launchTemplateCase("Networking > Connection Tracking settings > " + spec)
+	}
+	conformance.Run(t, ctCase("should set 'ConnectionTracking' based on EC2NodeClass > ConnectionTracking is nil"), func(t *testing.T) {
+		// Karpless writes no interfaces when nothing needs one (the
+		// template then carries the security groups); none tracks.
+		for _, r := range builds(t, request()) {
+			for _, ni := range r.Input.LaunchTemplateData.NetworkInterfaces {
+				if ni.ConnectionTrackingSpecification != nil {
+					t.Errorf("connection tracking %+v", ni.ConnectionTrackingSpecification)
+				}
+			}
+		}
+	})
+	for _, tc := range []struct {
+		entry string
+		ct    *awsv1.ConnectionTracking
+		want  *ec2types.ConnectionTrackingSpecificationRequest
+	}{
+		{"ConnectionTracking with AWS defaults",
+			&awsv1.ConnectionTracking{TCPEstablishedTimeout: aws.Int32(432000), UDPStreamTimeout: aws.Int32(180), UDPTimeout: aws.Int32(30)},
+			&ec2types.ConnectionTrackingSpecificationRequest{TcpEstablishedTimeout: aws.Int32(432000), UdpStreamTimeout: aws.Int32(180), UdpTimeout: aws.Int32(30)}},
+		{"ConnectionTracking with non-default TCP timeout",
+			&awsv1.ConnectionTracking{TCPEstablishedTimeout: aws.Int32(86400)},
+			&ec2types.ConnectionTrackingSpecificationRequest{TcpEstablishedTimeout: aws.Int32(86400)}},
+	} {
+		conformance.Run(t, ctCase("should set 'ConnectionTracking' based on EC2NodeClass > "+tc.entry), func(t *testing.T) {
+			req := request()
+			req.NodeClass.Spec.ConnectionTracking = tc.ct
+			first(t, req, func(t *testing.T, nis []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest) {
+				if !reflect.DeepEqual(nis[0].ConnectionTrackingSpecification, tc.want) {
+					t.Errorf("connection tracking %+v", nis[0].ConnectionTrackingSpecification)
+				}
+			})
+		})
+	}
+	tracked := func() Request {
+		req := request()
+		req.NodeClass.Spec.ConnectionTracking = &awsv1.ConnectionTracking{TCPEstablishedTimeout: aws.Int32(86400), UDPStreamTimeout: aws.Int32(120), UDPTimeout: aws.Int32(45)}
+		return req
+	}
+	trackedWant := &ec2types.ConnectionTrackingSpecificationRequest{TcpEstablishedTimeout: aws.Int32(86400), UdpStreamTimeout: aws.Int32(120), UdpTimeout: aws.Int32(45)}
+	conformance.Run(t, ctCase("propagation across all ENIs > should apply ConnectionTracking to every EFA ENI in the launch template"), func(t *testing.T) {
+		first(t, efa(tracked()), func(t *testing.T, nis []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest) {
+			if len(nis) <= 1 {
+				t.Errorf("%d interfaces", len(nis))
+			}
+			for _, ni := range nis {
+				if aws.ToString(ni.InterfaceType) != "efa" || !reflect.DeepEqual(ni.ConnectionTrackingSpecification, trackedWant) {
+					t.Errorf("interface %+v", ni)
+				}
+			}
+		})
+	})
+	fourInterfaces := []*awsv1.NetworkInterface{
+		{NetworkCardIndex: 0, DeviceIndex: 0, InterfaceType: awsv1.InterfaceTypeInterface},
+		{NetworkCardIndex: 0, DeviceIndex: 1, InterfaceType: awsv1.InterfaceTypeEFAOnly},
+		{NetworkCardIndex: 1, DeviceIndex: 0, InterfaceType: awsv1.InterfaceTypeEFAOnly},
+		{NetworkCardIndex: 1, DeviceIndex: 1, InterfaceType: awsv1.InterfaceTypeInterface},
+	}
+	conformance.Run(t, ctCase("propagation across all ENIs > should apply ConnectionTracking to every user-configured NetworkInterface in the launch template except efa-only"), func(t *testing.T) {
+		req := tracked()
+		req.NodeClass.Spec.NetworkInterfaces = fourInterfaces
+		first(t, req, func(t *testing.T, nis []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest) {
+			if len(nis) != 4 {
+				t.Fatalf("%d interfaces", len(nis))
+			}
+			for _, ni := range nis {
+				want := trackedWant
+				if aws.ToString(ni.InterfaceType) == "efa-only" {
+					want = nil
+				}
+				if !reflect.DeepEqual(ni.ConnectionTrackingSpecification, want) {
+					t.Errorf("interface %+v", ni)
+				}
+			}
+		})
+	})
+
+	niCase := func(spec string) conformance.Case { return launchTemplateCase("Network Interfaces > " + spec) }
+	for _, tc := range []struct {
+		entry string
+		efa   bool
+	}{{"when pod does not request EFA", false}, {"when pod does request EFA", true}} {
+		conformance.Run(t, niCase("should configure network interfaces with same configuration as NodeClass > "+tc.entry), func(t *testing.T) {
+			req := request()
+			if tc.efa {
+				req = efa(req)
+			}
+			req.NodeClass.Spec.NetworkInterfaces = fourInterfaces
+			first(t, req, func(t *testing.T, nis []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest) {
+				var got []string
+				for _, ni := range nis {
+					got = append(got, fmt.Sprintf("%d/%d %s", aws.ToInt32(ni.NetworkCardIndex), aws.ToInt32(ni.DeviceIndex), aws.ToString(ni.InterfaceType)))
+				}
+				if want := []string{"0/0 interface", "0/1 efa-only", "1/0 efa-only", "1/1 interface"}; !reflect.DeepEqual(got, want) {
+					t.Errorf("interfaces %v, want %v", got, want)
+				}
+			})
+		})
+	}
+	conformance.Run(t, niCase("should not set prefix count on EFA-only interfaces"), func(t *testing.T) {
+		req := request()
+		req.NodeClass.Spec.NetworkInterfaces = []*awsv1.NetworkInterface{
+			{NetworkCardIndex: 0, DeviceIndex: 0, InterfaceType: awsv1.InterfaceTypeInterface},
+			{NetworkCardIndex: 0, DeviceIndex: 1, InterfaceType: awsv1.InterfaceTypeEFAOnly},
+			{NetworkCardIndex: 1, DeviceIndex: 1, InterfaceType: awsv1.InterfaceTypeInterface},
+		}
+		req.NodeClass.Spec.IPPrefixCount = aws.Int32(2)
+		first(t, req, func(t *testing.T, nis []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest) {
+			if len(nis) != 3 || aws.ToInt32(nis[0].Ipv4PrefixCount) != 2 || nis[1].Ipv4PrefixCount != nil || aws.ToString(nis[1].InterfaceType) != "efa-only" || aws.ToInt32(nis[2].Ipv4PrefixCount) != 2 {
+				t.Errorf("interfaces %+v", nis)
+			}
+		})
+	})
+	conformance.Run(t, niCase("should not set Ipv6 specs on EFA-only interfaces"), func(t *testing.T) {
+		req := request()
+		req.Cluster.IPFamily = "ipv6"
+		req.NodeClass.Spec.NetworkInterfaces = []*awsv1.NetworkInterface{
+			{NetworkCardIndex: 0, DeviceIndex: 0, InterfaceType: awsv1.InterfaceTypeInterface},
+			{NetworkCardIndex: 0, DeviceIndex: 1, InterfaceType: awsv1.InterfaceTypeEFAOnly},
+		}
+		first(t, req, func(t *testing.T, nis []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest) {
+			if len(nis) != 2 || !aws.ToBool(nis[0].PrimaryIpv6) || aws.ToInt32(nis[0].Ipv6AddressCount) != 1 ||
+				aws.ToBool(nis[1].PrimaryIpv6) || nis[1].Ipv6AddressCount != nil {
+				t.Errorf("interfaces %+v", nis)
+			}
+		})
+	})
+
+	for _, tc := range []struct {
+		entry string
+		want  ec2types.Tenancy
+	}{
+		{"when not specified", ec2types.TenancyDefault},
+		{"when default specified", ec2types.TenancyDefault},
+		{"when dedicated specified", ec2types.TenancyDedicated},
+	} {
+		conformance.Run(t, launchTemplateCase("Tenancy > should set tenancy on launch template > "+tc.entry), func(t *testing.T) {
+			req := request()
+			req.NodeClaim.Spec.Requirements = append(req.NodeClaim.Spec.Requirements, karpv1.NodeSelectorRequirementWithMinValues{
+				Key: wellknown.InstanceTenancyLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{string(tc.want)}})
+			for _, r := range builds(t, req) {
+				// A default-tenancy launch carries no Placement: EC2's
+				// default tenancy is the same as naming it.
+				got := ec2types.TenancyDefault
+				if p := r.Input.LaunchTemplateData.Placement; p != nil && p.Tenancy != "" {
+					got = p.Tenancy
+				}
+				if got != tc.want {
+					t.Errorf("tenancy %q, want %q", got, tc.want)
+				}
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -1043,4 +1044,117 @@ func TestConformanceLaunchTemplateNetworking(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConformanceLaunchTemplateNames ports the suite's Cache cases on
+// launch template names. Karpenter hashes its internal launch template
+// struct; Karpless names a template by a hash of the request it sends
+// (Name), so each variation is made through a Request.
+func TestConformanceLaunchTemplateNames(t *testing.T) {
+	// names is the sorted names of req's templates, as one key.
+	names := func(t *testing.T, req Request) string {
+		t.Helper()
+		var out []string
+		for _, r := range builds(t, req) {
+			out = append(out, aws.ToString(r.Input.LaunchTemplateName))
+		}
+		sort.Strings(out)
+		return strings.Join(out, ",")
+	}
+	unique := func(t *testing.T, variations map[string]func(*Request)) {
+		t.Helper()
+		seen := map[string]string{}
+		for what, change := range variations {
+			req := request()
+			change(&req)
+			key := names(t, req)
+			if other, dup := seen[key]; dup {
+				t.Errorf("%q and %q give the same launch templates", what, other)
+			}
+			seen[key] = what
+		}
+	}
+	cacheCase := func(spec string) conformance.Case { return launchTemplateCase("Cache > " + spec) }
+	conformance.Run(t, cacheCase("should generate different launch template names based on amifamily option configuration"), func(t *testing.T) {
+		unique(t, map[string]func(*Request){
+			"default":          func(*Request) {},
+			"cluster name":     func(r *Request) { r.Cluster.Name = "test-name" },
+			"cluster endpoint": func(r *Request) { r.Cluster.Endpoint = "test-endpoint" },
+			"cluster CIDR":     func(r *Request) { r.Cluster.ServiceCIDR = "10.200.0.0/16" },
+			"instance profile": func(r *Request) { r.NodeClass.Status.InstanceProfile = "test-profile" },
+			"instance store":   func(r *Request) { r.NodeClass.Spec.InstanceStorePolicy = ptrTo(awsv1.InstanceStorePolicyRAID0) },
+			"security groups": func(r *Request) {
+				r.NodeClass.Status.SecurityGroups = []awsv1.SecurityGroup{{ID: "sg-test", Name: "test-sg"}}
+			},
+			"tags":            func(r *Request) { r.NodeClass.Spec.Tags = map[string]string{"test-key": "test-value"} },
+			"kube DNS IP":     func(r *Request) { r.Cluster.ClusterDNS = "192.0.0.2" },
+			"public IP":       func(r *Request) { r.NodeClass.Spec.AssociatePublicIPAddress = aws.Bool(true) },
+			"node class name": func(r *Request) { r.NodeClass.Name = "test-name" },
+		})
+	})
+	conformance.Run(t, cacheCase("should generate different launch template names based on kubelet configuration"), func(t *testing.T) {
+		unique(t, map[string]func(*Request){
+			"empty": func(r *Request) { r.NodeClass.Spec.Kubelet = &awsv1.KubeletConfiguration{} },
+			"kubeReserved": func(r *Request) {
+				r.NodeClass.Spec.Kubelet = &awsv1.KubeletConfiguration{KubeReserved: map[string]string{"cpu": "20"}}
+			},
+			"systemReserved": func(r *Request) {
+				r.NodeClass.Spec.Kubelet = &awsv1.KubeletConfiguration{SystemReserved: map[string]string{"memory": "10Gi"}}
+			},
+			"evictionHard": func(r *Request) {
+				r.NodeClass.Spec.Kubelet = &awsv1.KubeletConfiguration{EvictionHard: map[string]string{"memory.available": "52%"}}
+			},
+			"evictionSoft": func(r *Request) {
+				r.NodeClass.Spec.Kubelet = &awsv1.KubeletConfiguration{EvictionSoft: map[string]string{"nodefs.available": "132%"}}
+			},
+			"maxPods": func(r *Request) {
+				*r = withPods(*r, 20)
+				r.NodeClass.Spec.Kubelet = &awsv1.KubeletConfiguration{MaxPods: aws.Int32(20)}
+			},
+		})
+	})
+	conformance.Run(t, cacheCase("should generate different launch template names based on bootstrap configuration"), func(t *testing.T) {
+		unique(t, map[string]func(*Request){
+			"default":          func(*Request) {},
+			"cluster name":     func(r *Request) { r.Cluster.Name = "test-name" },
+			"cluster endpoint": func(r *Request) { r.Cluster.Endpoint = "test-endpoint" },
+			"cluster CIDR":     func(r *Request) { r.Cluster.ServiceCIDR = "10.200.0.0/16" },
+			"taints": func(r *Request) {
+				r.NodeClaim.Spec.Taints = []corev1.Taint{{Key: "test-key", Value: "test-value", Effect: corev1.TaintEffectNoSchedule}}
+			},
+			"labels":           func(r *Request) { r.NodeClaim.Labels["test-key"] = "test-value" },
+			"CA bundle":        func(r *Request) { r.Cluster.CABundle = "dGVzdC1idW5kbGUK" },
+			"custom user data": func(r *Request) { r.NodeClass.Spec.UserData = aws.String("#!/bin/bash\necho test\n") },
+		})
+	})
+	conformance.Run(t, cacheCase("should generate different launch template names based on launchtemplate option configuration"), func(t *testing.T) {
+		unique(t, map[string]func(*Request){
+			"default": func(*Request) {},
+			"block device mappings": func(r *Request) {
+				r.NodeClass.Spec.BlockDeviceMappings = []*awsv1.BlockDeviceMapping{{DeviceName: aws.String("test-block")}}
+			},
+			"AMI":                 func(r *Request) { r.NodeClass.Status.AMIs[2].ID = "ami-test" },
+			"detailed monitoring": func(r *Request) { r.NodeClass.Spec.DetailedMonitoring = aws.Bool(true) },
+			"EFA": func(r *Request) {
+				r.NodeClaim.Spec.Resources.Requests = corev1.ResourceList{wellknown.ResourceEFA: resource.MustParse("1")}
+				for _, it := range r.InstanceTypes {
+					it.Capacity[wellknown.ResourceEFA] = resource.MustParse("12")
+				}
+			},
+			"capacity type": func(r *Request) { r.CapacityType = wellknown.CapacityTypeOnDemand },
+			"enclave": func(r *Request) {
+				r.NodeClaim.Spec.Resources.Requests = corev1.ResourceList{ResourceNIPSlots: resource.MustParse("1")}
+			},
+		})
+	})
+	conformance.Run(t, cacheCase("should not generate different launch template names based on instance types"), func(t *testing.T) {
+		base := builds(t, request())
+		req := request()
+		req.InstanceTypes = append(req.InstanceTypes, itype("test-instance-type", "amd64", 29))
+		for i, r := range builds(t, req) {
+			if got, want := aws.ToString(r.Input.LaunchTemplateName), aws.ToString(base[i].Input.LaunchTemplateName); got != want {
+				t.Errorf("template for %v named %s, without the new type %s", r.InstanceTypes, got, want)
+			}
+		}
+	})
 }

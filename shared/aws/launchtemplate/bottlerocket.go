@@ -81,3 +81,28 @@ func SupportsDefaultBind(version string) bool {
 	}
 	return major > 1 || (major == 1 && minor >= 46)
 }
+
+// bottlerocketKubernetesKeys are the settings.kubernetes keys Karpenter
+// v1.14.1's Bottlerocket config models (bootstrap/bottlerocketsettings.go).
+// Karpenter reads spec.userData into that config and writes it back, so
+// any other key the user writes is dropped: Bottlerocket refuses a setting
+// it does not know, and a node that cannot apply its user data launches
+// but never joins.
+var bottlerocketKubernetesKeys = map[string]bool{
+	"api-server": true, "cloud-provider": true, "cluster-certificate": true, "cluster-name": true,
+	"cluster-dns-ip": true, "credential-providers": true, "node-labels": true, "node-taints": true,
+	"max-pods": true, "static-pods": true, "eviction-hard": true, "eviction-soft": true,
+	"eviction-soft-grace-period": true, "eviction-max-pod-grace-period": true, "kube-reserved": true,
+	"system-reserved": true, "allowed-unsafe-sysctls": true, "server-tls-bootstrap": true,
+	"registry-qps": true, "registry-burst": true, "event-qps": true, "event-burst": true,
+	"kube-api-qps": true, "kube-api-burst": true, "container-log-max-size": true,
+	"container-log-max-files": true, "cpu-manager-policy": true, "cpu-manager-policy-options": true,
+	"cpu-manager-reconcile-period": true, "memory-manager-policy": true, "topology-manager-scope": true,
+	"topology-manager-policy": true, "topology-manager-policy-options": true,
+	"image-gc-high-threshold-percent": true, "image-gc-low-threshold-percent": true, "ids-per-pod": true,
+	"cpu-cfs-quota-enforced": true, "shutdown-grace-period": true,
+	"shutdown-grace-period-for-critical-pods": true, "cluster-domain": true, "seccomp-default": true,
+	"pod-pids-limit": true, "device-ownership-from-security-context": true,
+	"single-process-oom-kill": true, "container-log-max-workers": true,
+	"container-log-monitor-interval": true, "hostname-override-source": true, "log-level": true,
+}

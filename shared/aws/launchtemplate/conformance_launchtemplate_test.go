@@ -1158,3 +1158,212 @@ func TestConformanceLaunchTemplateNames(t *testing.T) {
 		}
 	})
 }
+
+// TestConformanceLaunchTemplateCustomUserData ports the suite's merges of
+// spec.userData (Karpenter compares them with golden files; here the
+// merged documents are decoded and compared part by part) for the
+// suite's launch: NodePool "default" labelled testing/cluster=unspecified,
+// on-demand unless said, maxPods 110, cluster DNS 10.0.100.10.
+func TestConformanceLaunchTemplateCustomUserData(t *testing.T) {
+	suiteLaunch := func(alias string, custom *string) Request {
+		req := withPods(withFamily(request(), alias), 110)
+		req.NodeClass.Spec.Kubelet = &awsv1.KubeletConfiguration{MaxPods: aws.Int32(110)}
+		req.NodeClass.Spec.UserData = custom
+		req.Cluster.ClusterDNS = "10.0.100.10"
+		req.CapacityType = wellknown.CapacityTypeOnDemand
+		req.NodeClaim.Labels = map[string]string{wellknown.NodePoolLabel: "default", "testing/cluster": "unspecified"}
+		req.NodeClaim.Spec.Taints, req.NodeClaim.Spec.StartupTaints = nil, nil
+		return req
+	}
+	userData := func(t *testing.T, req Request) []string {
+		t.Helper()
+		var out []string
+		for _, r := range builds(t, req) {
+			out = append(out, r.UserData)
+		}
+		return out
+	}
+	labelsFlag := `--node-labels="karpenter.k8s.aws/ec2nodeclass=default,karpenter.sh/capacity-type=on-demand,karpenter.sh/do-not-sync-taints=true,karpenter.sh/nodepool=default,testing/cluster=unspecified"`
+
+	// Bottlerocket.
+	brInput := `[settings.kubernetes]
+"unknown-setting" = "unknown"
+api-server = 'replaceme'
+cloud-provider = 'external'
+cluster-certificate = "replaceme"
+cluster-name = 'replaceme'
+max-pods = 9999999999 # replaceme
+
+[settings.kubernetes.eviction-hard]
+"memory.available" = "12%"
+
+[settings.kubernetes.labels]
+"replace" = "me"
+
+[settings.kubernetes.node-labels]
+"custom-node-label" = "custom"
+"karpenter.sh/nodepool" = "should-be-overridden"
+
+[settings.kubernetes.node-taints]
+"replace" = ["me:Schedule"]
+
+[settings.network]
+hostname = "test.local"
+https-proxy = "1.2.3.4:8080"
+no-proxy = ["localhost", "127.0.0.1"]
+hosts = [["10.0.0.0", ["test.example.com", "test1.example.com"]]]
+
+[settings.ntp]
+time-servers = ["169.254.169.123"]
+`
+	brWant := func(custom bool) map[string]any {
+		labels := map[string]any{"karpenter.k8s.aws/ec2nodeclass": "default", "karpenter.sh/capacity-type": "on-demand",
+			"karpenter.sh/do-not-sync-taints": "true", "karpenter.sh/nodepool": "default", "testing/cluster": "unspecified"}
+		k8s := map[string]any{"api-server": "https://test-cluster", "cluster-certificate": testCluster.CABundle, "cluster-name": "test-cluster",
+			"cluster-dns-ip": "10.0.100.10", "max-pods": 110, "node-labels": labels,
+			"node-taints": map[string]any{"baz": []any{"bin:NoExecute"}, "foo": []any{"bar:NoExecute"}, "karpenter.sh/unregistered": []any{":NoExecute"}}}
+		settings := map[string]any{"kubernetes": k8s}
+		if custom {
+			k8s["cloud-provider"] = "external"
+			k8s["eviction-hard"] = map[string]any{"memory.available": "12%"}
+			labels["custom-node-label"] = "custom"
+			settings["network"] = map[string]any{"hostname": "test.local", "https-proxy": "1.2.3.4:8080", "no-proxy": []any{"localhost", "127.0.0.1"},
+				"hosts": []any{[]any{"10.0.0.0", []any{"test.example.com", "test1.example.com"}}}}
+			settings["ntp"] = map[string]any{"time-servers": []any{"169.254.169.123"}}
+		}
+		return settings
+	}
+	for _, tc := range []struct {
+		spec   string
+		custom *string
+	}{
+		{"should merge in custom user data", &brInput},
+		{"should bootstrap when custom user data is empty", nil},
+	} {
+		conformance.Run(t, launchTemplateCase("User Data > Bottlerocket > "+tc.spec), func(t *testing.T) {
+			req := suiteLaunch("bottlerocket@latest", tc.custom)
+			req.NodeClaim.Spec.Taints = []corev1.Taint{{Key: "foo", Value: "bar", Effect: corev1.TaintEffectNoExecute}}
+			req.NodeClaim.Spec.StartupTaints = []corev1.Taint{{Key: "baz", Value: "bin", Effect: corev1.TaintEffectNoExecute}}
+			want := asJSON(t, brWant(tc.custom != nil))
+			for _, ud := range userData(t, req) {
+				if got := asJSON(t, brSettings(t, ud)); got != want {
+					t.Errorf("settings\n%s\nwant\n%s", got, want)
+				}
+			}
+		})
+	}
+
+	// mimeParts decodes a MIME archive into "content type: trimmed body".
+	mimeParts := func(t *testing.T, ud string) []string {
+		t.Helper()
+		parts, err := parseMIME(ud)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range parts {
+			out = append(out, p.ContentType+": "+strings.TrimSpace(p.Body))
+		}
+		return out
+	}
+
+	// AL2.
+	al2Script := "#!/bin/bash\necho \"Running custom user data script\""
+	al2Bootstrap := `text/x-shellscript; charset="us-ascii": #!/bin/bash -xe
+exec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1
+/etc/eks/bootstrap.sh 'test-cluster' --apiserver-endpoint 'https://test-cluster' --b64-cluster-ca 'Y2EtYnVuZGxlCg==' \
+--dns-cluster-ip '10.0.100.10' \
+--use-max-pods false \
+--kubelet-extra-args '` + labelsFlag + ` --register-with-taints="karpenter.sh/unregistered:NoExecute" --max-pods=110'`
+	for _, tc := range []struct {
+		spec   string
+		custom *string
+	}{
+		{"should merge in custom user data", aws.String("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"BOUNDARY\"\n\n--BOUNDARY\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n" + al2Script + "\n\n--BOUNDARY--")},
+		{"should merge in custom user data when Content-Type is before MIME-Version", aws.String("Content-Type: multipart/mixed; boundary=\"BOUNDARY\"\nMIME-Version: 1.0\n\n--BOUNDARY\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n" + al2Script + "\n\n--BOUNDARY--")},
+		{"should merge in custom user data not in multi-part mime format", aws.String(al2Script + "\n")},
+		{"should handle empty custom user data", nil},
+	} {
+		conformance.Run(t, launchTemplateCase("User Data > AL2 Custom UserData > "+tc.spec), func(t *testing.T) {
+			want := []string{al2Bootstrap}
+			if tc.custom != nil {
+				want = []string{contentTypeShell + ": " + al2Script, al2Bootstrap}
+			}
+			for _, ud := range userData(t, suiteLaunch("al2@latest", tc.custom)) {
+				if got := mimeParts(t, ud); !reflect.DeepEqual(got, want) {
+					t.Errorf("parts\n%q\nwant\n%q", got, want)
+				}
+			}
+		})
+	}
+
+	// AL2023: the user's parts first, then Karpenter's NodeConfig.
+	al2023Config := "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: test-cluster\n    clusterEndpoint: https://test-cluster\n    certificateAuthority: cluster-ca\n    cidr: 10.100.0.0/16\n  kubelet:\n    config:\n      maxPods: 42"
+	al2023Script := "#!/bin/bash\necho \"Hello, AL2023!\""
+	generated := contentTypeNodeCfg + ": " + strings.TrimSpace(NodeConfigHeader+`apiVersion: node.eks.aws/v1alpha1
+kind: NodeConfig
+metadata: {}
+spec:
+  cluster:
+    apiServerEndpoint: https://test-cluster
+    certificateAuthority: Y2EtYnVuZGxlCg==
+    cidr: 10.100.0.0/16
+    name: test-cluster
+  containerd: {}
+  instance:
+    localStorage: {}
+  kubelet:
+    config:
+      clusterDNS:
+      - 10.0.100.10
+      maxPods: 110
+      registerWithTaints:
+      - effect: NoExecute
+        key: karpenter.sh/unregistered
+    flags:
+    - --node-labels="karpenter.k8s.aws/ec2nodeclass=default,karpenter.sh/capacity-type=on-demand,karpenter.sh/do-not-sync-taints=true,karpenter.sh/nodepool=default,testing/cluster=unspecified"`)
+	for _, tc := range []struct {
+		entry  string
+		custom *string
+		want   []string
+	}{
+		{"MIME", aws.String("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//\"\n\n--//\nContent-Type: application/node.eks.aws\n\n" + al2023Config + "\n--//\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n" + al2023Script + "\n--//\n"),
+			[]string{contentTypeNodeCfg + ": " + al2023Config, contentTypeShell + ": " + al2023Script, generated}},
+		{"YAML", aws.String(al2023Config + "\n"), []string{contentTypeNodeCfg + ": " + al2023Config, generated}},
+		{"shell", aws.String(al2023Script + "\n"), []string{contentTypeShell + ": " + al2023Script, generated}},
+		{"empty", nil, []string{generated}},
+	} {
+		conformance.Run(t, launchTemplateCase("User Data > AL2023 > should merge custom user data > "+tc.entry), func(t *testing.T) {
+			for _, ud := range userData(t, suiteLaunch("al2023@latest", tc.custom)) {
+				if got := mimeParts(t, ud); !reflect.DeepEqual(got, tc.want) {
+					t.Errorf("parts\n%q\nwant\n%q", got, tc.want)
+				}
+			}
+		})
+	}
+
+	// Windows: Karpenter's Windows cases launch spot.
+	winScript := "Write-Host \"Running custom user data script\"\nWrite-Host \"Finished running custom user data script\""
+	winBootstrap := "[string]$EKSBootstrapScriptFile = \"$env:ProgramFiles\\Amazon\\EKS\\Start-EKSBootstrap.ps1\"\n" +
+		"& $EKSBootstrapScriptFile -EKSClusterName 'test-cluster' -APIServerEndpoint 'https://test-cluster' -Base64ClusterCA 'Y2EtYnVuZGxlCg==' -KubeletExtraArgs '" +
+		strings.Replace(labelsFlag, "on-demand", "spot", 1) + " --register-with-taints=\"karpenter.sh/unregistered:NoExecute\" --max-pods=110' -DNSClusterIP '10.0.100.10'\n</powershell>"
+	for _, tc := range []struct {
+		spec   string
+		custom *string
+		want   string
+	}{
+		{"should merge and bootstrap with custom user data", aws.String(winScript + "\n"), "<powershell>\n" + winScript + "\n" + winBootstrap},
+		{"should bootstrap when custom user data is empty", nil, "<powershell>\n" + winBootstrap},
+	} {
+		conformance.Run(t, launchTemplateCase("User Data > Windows Custom UserData > "+tc.spec), func(t *testing.T) {
+			req := suiteLaunch("windows2022@latest", tc.custom)
+			req.CapacityType = wellknown.CapacityTypeSpot
+			for _, ud := range userData(t, req) {
+				// Karpenter compares user data with line breaks removed.
+				if strings.ReplaceAll(ud, "\n", "") != strings.ReplaceAll(tc.want, "\n", "") {
+					t.Errorf("user data\n%s\nwant\n%s", ud, tc.want)
+				}
+			}
+		})
+	}
+}

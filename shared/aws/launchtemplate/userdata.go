@@ -397,9 +397,11 @@ func windowsUserData(in UserDataInput) string {
 }
 
 // bottlerocketUserData merges the user's TOML with the settings Karpless
-// owns. The user's other settings (network, ntp, host containers, unknown
-// kubernetes keys ...) are kept as written; node-taints are replaced by
-// the NodeClaim's, node-labels merged with ours winning.
+// owns. The user's other settings (network, ntp, host containers ...) are
+// kept as written, and of settings.kubernetes the keys Karpenter models
+// (bottlerocketKubernetesKeys; others are dropped, as Karpenter does);
+// node-taints are replaced by the NodeClaim's, node-labels merged with
+// ours winning.
 func bottlerocketUserData(in UserDataInput) (string, error) {
 	doc := map[string]any{}
 	if custom := deref(in.Custom); strings.TrimSpace(custom) != "" {
@@ -414,6 +416,11 @@ func bottlerocketUserData(in UserDataInput) (string, error) {
 	k8s, err := table(settings, "kubernetes")
 	if err != nil {
 		return "", err
+	}
+	for key := range k8s {
+		if !bottlerocketKubernetesKeys[key] {
+			delete(k8s, key)
+		}
 	}
 	c := in.Cluster
 	k8s["cluster-name"] = c.Name

@@ -21,6 +21,7 @@ import (
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/core/conformance"
+	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
 
@@ -1366,4 +1367,125 @@ spec:
 			}
 		})
 	}
+}
+
+func TestConformanceLaunchTemplateReservationsAndAMIs(t *testing.T) {
+	reserved := func(id string) Request {
+		req := request()
+		req.CapacityType = wellknown.CapacityTypeReserved
+		req.CapacityReservationID = id
+		return req
+	}
+	reservation := func(id, typ string, interruptible bool) awsv1.CapacityReservation {
+		return awsv1.CapacityReservation{ID: id, InstanceType: "m5.large", AvailabilityZone: "eu-west-1a", OwnerID: "012345678901",
+			InstanceMatchCriteria: "targeted", ReservationType: typ, Interruptible: interruptible, State: "active"}
+	}
+	for _, tc := range []struct {
+		entry         string
+		typ           string
+		interruptible bool
+		want          ec2types.MarketType
+	}{
+		{"with default interruptible reservation type", "default", true, ec2types.MarketTypeInterruptibleCapacityReservation},
+		{"with capacity block reservation type", "capacity-block", false, ec2types.MarketTypeCapacityBlock},
+	} {
+		conformance.Run(t, launchTemplateCase("should correctly assign the market type for reserved capacity > "+tc.entry), func(t *testing.T) {
+			req := reserved("cr-m5.large-1a-1")
+			req.CapacityReservationType = tc.typ
+			req.NodeClass.Status.CapacityReservations = []awsv1.CapacityReservation{reservation("cr-m5.large-1a-1", tc.typ, tc.interruptible)}
+			for _, r := range builds(t, req) {
+				if m := r.Input.LaunchTemplateData.InstanceMarketOptions; m == nil || m.MarketType != tc.want {
+					t.Errorf("market options %+v, want %s", m, tc.want)
+				}
+			}
+		})
+	}
+	conformance.Run(t, launchTemplateCase("should set the capacity reservation specification according to the capacity reservation feature flag > enabled"), func(t *testing.T) {
+		for _, r := range builds(t, request()) {
+			crs := r.Input.LaunchTemplateData.CapacityReservationSpecification
+			if crs == nil || !reflect.DeepEqual(*crs, ec2types.LaunchTemplateCapacityReservationSpecificationRequest{CapacityReservationPreference: ec2types.CapacityReservationPreferenceNone}) {
+				t.Errorf("capacity reservation specification %+v", crs)
+			}
+		}
+	})
+	conformance.Run(t, launchTemplateCase("should generate a unique launch template per capacity reservation"), func(t *testing.T) {
+		names := map[string]string{}
+		for _, id := range []string{"cr-m5.large-1a-1", "cr-m5.large-1a-2", "cr-m5.xlarge-1b-1"} {
+			req := reserved(id)
+			req.InstanceTypes = req.InstanceTypes[:1] // the reservation's type
+			for _, r := range builds(t, req) {
+				crs := r.Input.LaunchTemplateData.CapacityReservationSpecification
+				if crs == nil || crs.CapacityReservationPreference != ec2types.CapacityReservationPreferenceCapacityReservationsOnly ||
+					crs.CapacityReservationTarget == nil || aws.ToString(crs.CapacityReservationTarget.CapacityReservationId) != id {
+					t.Errorf("%s: specification %+v", id, crs)
+				}
+				name := aws.ToString(r.Input.LaunchTemplateName)
+				if other, dup := names[name]; dup {
+					t.Errorf("%s and %s share template %s", id, other, name)
+				}
+				names[name] = id
+			}
+		}
+	})
+
+	conformance.Run(t, launchTemplateCase("should create unique launch templates for multiple identical nodeClasses"), func(t *testing.T) {
+		req1 := request()
+		req2 := request()
+		req2.NodeClass.Name = "default-2"
+		req2.NodeClaim.Labels[wellknown.EC2NodeClassLabel] = "default-2"
+		req2.NodeClass.Status.InstanceProfile = "test-profile"
+		req2.NodeClass.Status.SecurityGroups = []awsv1.SecurityGroup{{ID: "sg-test1"}, {ID: "sg-test2"}, {ID: "sg-test3"}}
+		seen := map[string]bool{}
+		for _, req := range []Request{req1, req2} {
+			for _, r := range builds(t, req) {
+				name := aws.ToString(r.Input.LaunchTemplateName)
+				if seen[name] {
+					t.Errorf("template %s shared by the two classes", name)
+				}
+				seen[name] = true
+				for _, tag := range r.Input.LaunchTemplateData.TagSpecifications[0].Tags {
+					if aws.ToString(tag.Key) == wellknown.EC2NodeClassTagKey && aws.ToString(tag.Value) != req.NodeClass.Name {
+						t.Errorf("class %s's template tagged %s", req.NodeClass.Name, aws.ToString(tag.Value))
+					}
+				}
+			}
+		}
+	})
+
+	amiReq := func(ami ...awsv1.AMI) Request {
+		req := request()
+		req.NodeClass.Spec.AMIFamily = aws.String(catalog.FamilyCustom)
+		req.NodeClass.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Tags: map[string]string{"*": "*"}}}
+		req.NodeClass.Status.AMIs = ami
+		return req
+	}
+	archAMI := func(id, arch string) awsv1.AMI {
+		return awsv1.AMI{ID: id, Requirements: []corev1.NodeSelectorRequirement{{Key: wellknown.ArchLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{arch}}}}
+	}
+	conformance.Run(t, launchTemplateCase("User Data > Custom AMI Selector > should create multiple launch templates when multiple amis are discovered with non-equivalent requirements"), func(t *testing.T) {
+		got := map[string]bool{}
+		for _, r := range builds(t, amiReq(archAMI("ami-123", "amd64"), archAMI("ami-456", "arm64"))) {
+			got[aws.ToString(r.Input.LaunchTemplateData.ImageId)] = true
+		}
+		if !reflect.DeepEqual(got, map[string]bool{"ami-123": true, "ami-456": true}) {
+			t.Errorf("images %v", got)
+		}
+	})
+	conformance.Run(t, launchTemplateCase("User Data > Custom AMI Selector > should create a launch template with the newest compatible AMI when multiple amis are discovered"), func(t *testing.T) {
+		// status.amis lists the images newest first (the class's status
+		// tick sorts them); the NodePool allows amd64 only.
+		req := amiReq(archAMI("ami-789", "arm64"), archAMI("ami-456", "amd64"), archAMI("ami-123", "amd64"))
+		var amd64 []*scheduling.InstanceType
+		for _, it := range req.InstanceTypes {
+			if it.Labels[wellknown.ArchLabel] == "amd64" {
+				amd64 = append(amd64, it)
+			}
+		}
+		req.InstanceTypes = amd64
+		for _, r := range builds(t, req) {
+			if id := aws.ToString(r.Input.LaunchTemplateData.ImageId); id != "ami-456" {
+				t.Errorf("image %s for %v", id, r.InstanceTypes)
+			}
+		}
+	})
 }

@@ -533,9 +533,28 @@ func capacityReservation(d *ec2types.RequestLaunchTemplateData, req Request) {
 		CapacityReservationPreference: ec2types.CapacityReservationPreferenceCapacityReservationsOnly,
 		CapacityReservationTarget:     &ec2types.CapacityReservationTarget{CapacityReservationId: aws.String(req.CapacityReservationID)},
 	}
-	if req.CapacityReservationType == "capacity-block" {
+	switch {
+	case req.CapacityReservationType == "capacity-block":
 		d.InstanceMarketOptions = &ec2types.LaunchTemplateInstanceMarketOptionsRequest{MarketType: ec2types.MarketTypeCapacityBlock}
+	case interruptibleReservation(req):
+		// EC2 launches into an interruptible reservation only with its
+		// market type, as Karpenter sets it.
+		d.InstanceMarketOptions = &ec2types.LaunchTemplateInstanceMarketOptionsRequest{MarketType: ec2types.MarketTypeInterruptibleCapacityReservation}
 	}
+}
+
+// interruptibleReservation reports whether the reservation req targets is
+// one the class's status lists as interruptible.
+func interruptibleReservation(req Request) bool {
+	if req.NodeClass == nil {
+		return false
+	}
+	for _, cr := range req.NodeClass.Status.CapacityReservations {
+		if cr.ID == req.CapacityReservationID {
+			return cr.Interruptible
+		}
+	}
+	return false
 }
 
 // metadataOptions fills what the class leaves unset with IMDSv2 required,

@@ -1,6 +1,7 @@
 package launchtemplate
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -1485,6 +1486,65 @@ func TestConformanceLaunchTemplateReservationsAndAMIs(t *testing.T) {
 		for _, r := range builds(t, req) {
 			if id := aws.ToString(r.Input.LaunchTemplateData.ImageId); id != "ami-456" {
 				t.Errorf("image %s for %v", id, r.InstanceTypes)
+			}
+		}
+	})
+}
+
+func TestConformanceLaunchTemplateCache(t *testing.T) {
+	conformance.Run(t, launchTemplateCase("Cache > should use same launch template for equivalent constraints"), func(t *testing.T) {
+		// The same constraints in another order (Karpenter's pods list
+		// their tolerations in another order; here the claim's
+		// requirements and taints) name the same templates.
+		reqs := []karpv1.NodeSelectorRequirementWithMinValues{
+			{Key: wellknown.ArchLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64", "arm64"}},
+			{Key: wellknown.CapacityTypeLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}},
+		}
+		taints := []corev1.Taint{{Key: "Abacus", Value: "Zebra", Effect: corev1.TaintEffectNoSchedule}, {Key: "Zebra", Value: "Abacus", Effect: corev1.TaintEffectNoSchedule}}
+		a, b := request(), request()
+		a.NodeClaim.Spec.Requirements = reqs
+		b.NodeClaim.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{reqs[1], reqs[0]}
+		a.NodeClaim.Spec.Taints = taints
+		b.NodeClaim.Spec.Taints = taints
+		ra, rb := builds(t, a), builds(t, b)
+		if len(ra) != len(rb) {
+			t.Fatalf("%d and %d templates", len(ra), len(rb))
+		}
+		for i := range ra {
+			if na, nb := aws.ToString(ra[i].Input.LaunchTemplateName), aws.ToString(rb[i].Input.LaunchTemplateName); na != nb {
+				t.Errorf("template %d: %s and %s", i, na, nb)
+			}
+		}
+	})
+	conformance.Run(t, launchTemplateCase("Cache > should recover from an out-of-sync launch template cache"), func(t *testing.T) {
+		ctx := context.Background()
+		f := newFakeEC2()
+		p := &Provider{EC2: f}
+		req := withPods(request(), 1)
+		req.NodeClass.Spec.Kubelet = &awsv1.KubeletConfiguration{MaxPods: aws.Int32(1)}
+		req.Seen = &Seen{}
+		lts, err := p.Ensure(ctx, req)
+		if err != nil || len(lts) == 0 {
+			t.Fatal(lts, err)
+		}
+		// The templates disappear behind the invocation's memory; the
+		// launch meets InvalidLaunchTemplateName.NotFoundException and
+		// forgets them, and the next Ensure makes them again.
+		f.mu.Lock()
+		f.lts = map[string]ec2types.LaunchTemplate{}
+		f.mu.Unlock()
+		for _, lt := range lts {
+			req.Seen.Forget(lt.Name)
+		}
+		again, err := p.Ensure(ctx, req)
+		if err != nil || len(again) != len(lts) {
+			t.Fatal(again, err)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, lt := range again {
+			if _, ok := f.lts[lt.Name]; !ok {
+				t.Errorf("template %s not made again", lt.Name)
 			}
 		}
 	})

@@ -246,14 +246,11 @@ func (r *runner) advance() {
 	}
 	step := busyStep
 	if r.active.Load() > 0 {
-		share := r.pace.Share()
-		step = time.Duration(float64(step) * share)
-		// Unless a call has been answered for two seconds already (the
-		// clock moves on then), the invocations worked between their
-		// calls since the last step: as long as that, activeSpeed times.
+		worked := time.Duration(-1) // a call outstanding for two seconds
 		if w.inflight.Load() == 0 && !r.stepped.IsZero() {
-			step = min(step, time.Duration(float64(start.Sub(r.stepped))*activeSpeed*share))
+			worked = start.Sub(r.stepped)
 		}
+		step = activeStep(worked, r.pace.Share())
 	}
 	if !r.busy() {
 		next := r.nextTick
@@ -268,6 +265,19 @@ func (r *runner) advance() {
 	w.clk.Step(step)
 	r.stepped = time.Now()
 	time.Sleep(stepPause)
+}
+
+// activeStep is how far the clock moves while invocations run: busyStep
+// times the CPU share, and, when the invocations worked between their
+// calls for worked of real time since the last step (negative: a call has
+// been outstanding for two seconds, and the clock moves on), at most
+// activeSpeed times that.
+func activeStep(worked time.Duration, share float64) time.Duration {
+	step := time.Duration(float64(busyStep) * share)
+	if worked >= 0 {
+		step = min(step, time.Duration(float64(worked)*activeSpeed*share))
+	}
+	return step
 }
 
 // busy says whether anything is in motion that needs small steps.

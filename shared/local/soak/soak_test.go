@@ -133,3 +133,27 @@ func TestSettleDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestActiveStep: while invocations run, the clock moves by the real time
+// they worked times activeSpeed and the CPU share, never more than
+// busyStep times the share; a call outstanding for two seconds moves it
+// by that ceiling.
+func TestActiveStep(t *testing.T) {
+	for _, tc := range []struct {
+		worked time.Duration
+		share  float64
+		want   time.Duration
+	}{
+		{5 * time.Millisecond, 1, 100 * time.Millisecond},
+		{5 * time.Millisecond, 0.5, 50 * time.Millisecond},
+		{time.Second, 1, busyStep},
+		{time.Second, 0.1, busyStep / 10},
+		{0, 1, 0},
+		{-1, 1, busyStep},
+		{-1, 0.25, busyStep / 4},
+	} {
+		if got := activeStep(tc.worked, tc.share); got != tc.want {
+			t.Errorf("activeStep(%s, %.2f) = %s, want %s", tc.worked, tc.share, got, tc.want)
+		}
+	}
+}

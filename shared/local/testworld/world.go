@@ -211,6 +211,7 @@ func (w *World) Converge(timeout time.Duration, every func()) {
 	w.T.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(timeout)
+	rounds := Backoff{First: 300 * time.Millisecond, Max: time.Second}
 	for {
 		if _, err := w.App.Provisioner().Pass(ctx); err != nil {
 			w.T.Logf("pass: %v", err)
@@ -256,7 +257,7 @@ func (w *World) Converge(timeout time.Duration, every func()) {
 			}
 			w.T.Fatalf("%d of %d pods running after %s: %v", running, len(all), timeout, why)
 		}
-		time.Sleep(300 * time.Millisecond)
+		rounds.Wait()
 	}
 }
 

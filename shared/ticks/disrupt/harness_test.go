@@ -369,6 +369,7 @@ func (w *world) converge(want int, timeout time.Duration) {
 	}
 	deadline := time.Now().Add(timeout)
 	var moved time.Duration
+	rounds := newRounds()
 	for !w.running(want) {
 		if time.Now().After(deadline) {
 			w.t.Fatalf("pods not running after %s: %s", timeout, w.describe())
@@ -384,7 +385,7 @@ func (w *world) converge(want int, timeout time.Duration) {
 		} else {
 			w.step(0)
 		}
-		time.Sleep(settleSleep)
+		rounds.Wait()
 	}
 	// Let the claims become Initialized (lifecycle runs in the pass).
 	for range 3 {
@@ -450,6 +451,12 @@ const maxConvergeSkew = time.Minute
 // in it; everything measured on the clock is moved on instead.
 const settleSleep = 100 * time.Millisecond
 
+// newRounds paces a loop of rounds (testworld.Backoff): settleSleep at
+// first, up to a second.
+func newRounds() *testworld.Backoff {
+	return &testworld.Backoff{First: settleSleep, Max: time.Second}
+}
+
 // maxSettleSkew bounds how far one settle moves the clock: NodeClaims
 // carry creation timestamps of the real API server, so a clock far ahead
 // would make new claims look older than the registration TTL (15 min).
@@ -461,6 +468,7 @@ func (w *world) settle(step time.Duration, timeout time.Duration, until func() b
 	w.t.Helper()
 	deadline := time.Now().Add(timeout)
 	var moved time.Duration
+	rounds := newRounds()
 	for !until() {
 		if time.Now().After(deadline) {
 			w.t.Fatalf("did not settle in %s: %s", timeout, w.describe())
@@ -474,7 +482,7 @@ func (w *world) settle(step time.Duration, timeout time.Duration, until func() b
 		}
 		w.disrupt()
 		w.provision()
-		time.Sleep(settleSleep)
+		rounds.Wait()
 	}
 }
 

@@ -96,6 +96,7 @@ func TestNodeRepair(t *testing.T) {
 		t.Fatalf("repaired claim not deleting with a termination timestamp: %+v", nc)
 	}
 	deadline := time.Now().Add(time.Minute)
+	rounds := newRounds()
 	for {
 		w.repairPass(true)
 		w.provision()
@@ -107,7 +108,7 @@ func TestNodeRepair(t *testing.T) {
 			t.Fatalf("unhealthy node not replaced: %s", w.describe())
 		}
 		w.step(time.Second)
-		time.Sleep(settleSleep)
+		rounds.Wait()
 	}
 	if nc := w.claimOf(recovering.ProviderID()); nc == nil || nc.DeletionTimestamp != nil {
 		t.Errorf("the recovered node's claim was deleted")
@@ -181,6 +182,7 @@ func TestInstanceStatus(t *testing.T) {
 	}
 
 	deadline := time.Now().Add(time.Minute)
+	rounds := newRounds()
 	for {
 		w.repairPass(false)
 		w.provision()
@@ -195,7 +197,7 @@ func TestInstanceStatus(t *testing.T) {
 			t.Fatalf("impaired instances not replaced: %s", w.describe())
 		}
 		w.step(time.Second)
-		time.Sleep(settleSleep)
+		rounds.Wait()
 	}
 	if n := len(w.live()); n != 3 {
 		t.Errorf("%d instances after the replacements, want 3", n)

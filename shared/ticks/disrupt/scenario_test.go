@@ -349,6 +349,7 @@ func TestExpirationReplacesOldNodes(t *testing.T) {
 	w.clk.Advance(5 * time.Minute)
 	var expired []string
 	deadline := time.Now().Add(2 * time.Minute)
+	rounds := newRounds()
 	for {
 		s := w.disrupt()
 		expired = append(expired, s.Expired...)
@@ -364,7 +365,7 @@ func TestExpirationReplacesOldNodes(t *testing.T) {
 			t.Fatalf("old nodes not replaced: %s", w.describe())
 		}
 		w.step(time.Second)
-		time.Sleep(settleSleep)
+		rounds.Wait()
 	}
 	if len(expired) != 2 {
 		t.Fatalf("expired %v, want the two old claims", expired)

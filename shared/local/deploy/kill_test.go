@@ -180,6 +180,14 @@ func TestCallKindAndSample(t *testing.T) {
 	if got, want := SampleGaps(calls, gaps), []bool{true, false, true, true}; !slices.Equal(got, want) {
 		t.Errorf("sampled %v, want %v (the second eviction is the first's kind)", got, want)
 	}
+	reads := []string{"kube GET /api/v1/nodes?limit=500", "aws DescribeInstances", "kube PATCH /apis/karpenter.sh/v1/nodeclaims/x", "aws GetQueueAttributes"}
+	readGaps := []Gap{{At: 1}, {At: 1, After: true}, {At: 2}, {At: 3}, {At: 3, After: true}, {At: 4}}
+	if got, want := SampleGaps(reads, readGaps), []bool{false, false, false, true, true, false}; !slices.Equal(got, want) {
+		t.Errorf("sampled %v, want %v (only the write's gaps: a kill among reads leaves the state a kill next to a write does)", got, want)
+	}
+	if got, want := SampleGaps(reads[:2], readGaps[:3]), []bool{true, false, false}; !slices.Equal(got, want) {
+		t.Errorf("sampled %v, want %v (an enumeration of reads alone runs its first point)", got, want)
+	}
 	t.Setenv(KillsEnv, "all")
 	if got := SampleGaps(calls, gaps); slices.Contains(got, false) {
 		t.Errorf("%s=all sampled %v, want every gap", KillsEnv, got)

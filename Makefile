@@ -123,7 +123,7 @@ vet:
 	if [ -n "$$out" ]; then echo "not gofmt-ed (run gofmt -w):"; echo "$$out"; exit 1; fi
 
 ## test-kills: the kill tests with every kill point (KARPLESS_KILLS=all):
-## make test kills each enumeration at the first gap of each kind of call
+## make test kills each enumeration at the first gap of each kind of write
 ## and side, within its budget; CI (.ci/run) then runs every gap here.
 KILL_PKGS := ./shared/ticks/provision ./shared/ticks/disrupt ./shared/ticks/interrupt ./shared/ticks/termination ./shared/ticks/garbagecollection ./shared/ticks/bootstrap
 test-kills: kube
@@ -152,7 +152,7 @@ test-loaded:
 ## test: the whole suite but its two longest scenarios (test-scenarios:
 ## the demo's and the soak's CI seeds, 555 of its 2,490 CPU-seconds on
 ## 2026-11-28); CI then runs test-scenarios, soak-mutants, test-cases and
-## test-kills. The kill tests kill at the first gap of each kind of call
+## test-kills. The kill tests kill at the first gap of each kind of write
 ## (test-kills at every gap). Integration tests need the control plane; with
 ## KARPLESS_REQUIRE_KUBE=1 a missing one is a failure, never a silent skip.
 ## The longest suites are named first: go test starts packages in the order

@@ -398,7 +398,7 @@ func TestKilledBetweenFleetCalls(t *testing.T) {
 		}
 	}
 	t.Logf("kills landed at %d CreateFleet calls and %d NodeClaim patches", fleets, attempts)
-	// make test kills at the first call of each kind (deploy.Sample):
+	// make test kills at the first write of each kind (deploy.Sample):
 	// there, one kill at a CreateFleet and one at a NodeClaim patch.
 	wantFleets, wantAttempts := 1, 1
 	if deploy.AllKills() {
@@ -483,7 +483,7 @@ func killEachCall(t *testing.T, w *testworld.World, c crashWorld, fault func(), 
 			t.Fatalf("the undisturbed tick made no %s call", from)
 		}
 	}
-	// make test kills before and after the first call of each kind
+	// make test kills before and after the first write of each kind
 	// (deploy.Sample); make test-kills before and after every call.
 	var keys []string
 	for at := first; at <= len(calls); at++ {

@@ -726,7 +726,7 @@ func TestTerminationKilledAtEveryCall(t *testing.T) {
 	for _, calls := range baseline {
 		all = append(all, calls...)
 	}
-	// make test kills at the first gap of each kind of call (deploy.Sample);
+	// make test kills at the first gap of each kind of write (deploy.Sample);
 	// make test-kills at every one.
 	var keys []string
 	for _, calls := range baseline {

@@ -132,6 +132,7 @@ func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeC
 			Tenancy:       instancetype.Tenancy(nc.Spec.Requirements),
 			Context:       fleetContext(view.nc, nc),
 			ReservationID: reservation.ReservationID, ReservationType: reservation.ReservationType,
+			Prioritized: nc.Annotations[wellknown.PriceOverlayAppliedAnnotation] == "true",
 		})
 		if !errors.Is(err, instance.ErrAlreadyRequested) {
 			// An earlier call with this token was applied: not a failure.

@@ -105,6 +105,12 @@ type Request struct {
 	// Tenancy is what the launch templates ask for (default or
 	// dedicated): the instance's until EC2 lists it.
 	Tenancy string
+	// Prioritized asks EC2 to follow the offerings' order (their
+	// Priority, the price the launch saw) rather than its own prices, as
+	// Karpenter does for a claim priced by a NodeOverlay
+	// (karpenter.sh/price-overlay-applied): EC2 does not know the
+	// overlay's prices, so lowest-price would ignore them.
+	Prioritized bool
 }
 
 // ReservationTypeCapacityBlock is the type of a Capacity Block reservation.
@@ -304,11 +310,19 @@ func (p *Provider) fleetInput(ctx context.Context, r Request) (*ec2.CreateFleetI
 	}
 	switch {
 	case r.CapacityType == wellknown.CapacityTypeSpot:
-		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}
+		strategy := ec2types.SpotAllocationStrategyPriceCapacityOptimized
+		if r.Prioritized {
+			strategy = ec2types.SpotAllocationStrategyCapacityOptimizedPrioritized
+		}
+		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: strategy}
 	case targetCapacityType(r) != ec2types.DefaultTargetCapacityTypeCapacityBlock:
 		// As Karpenter's CreateFleetInputBuilder: a capacity-block fleet
 		// takes no on-demand options.
-		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
+		strategy := ec2types.FleetOnDemandAllocationStrategyLowestPrice
+		if r.Prioritized {
+			strategy = ec2types.FleetOnDemandAllocationStrategyPrioritized
+		}
+		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: strategy}
 	}
 	return in, nil
 }

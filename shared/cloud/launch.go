@@ -351,6 +351,15 @@ func (c *Cloud) offerings(nc *karpv1.NodeClaim, view *classView, tokenRetry bool
 			candidates = append(candidates, &cp)
 		}
 	}
+	// As Karpenter's Create (its truncation's minValues check): offerings
+	// left too few to meet a minValues (marked unavailable since the
+	// claim was made, or a claim no simulation would make) launch
+	// nothing, and the claim is retired for lack of capacity.
+	for _, r := range nc.Spec.Requirements {
+		if r.MinValues != nil && scheduling.MinValuesCount(candidates, r.Key, zones, cts) < *r.MinValues {
+			return "", nil, nil, scheduling.Offering{}
+		}
+	}
 	minValues := slices.ContainsFunc(nc.Spec.Requirements, func(r karpv1.NodeSelectorRequirementWithMinValues) bool { return r.MinValues != nil })
 	requested := nc.Spec.Resources.Requests[corev1.ResourceCPU]
 	ct, order := scheduling.LaunchOrder(candidates, func(*scheduling.Offering) bool { return true }, minValues, requested.MilliValue())

@@ -478,8 +478,7 @@ func (c *Cloud) record(ctx context.Context, nc *karpv1.NodeClaim, inst *instance
 		claim.Status.ProviderID = inst.ProviderID()
 		claim.Status.ImageID = inst.ImageID
 		if it != nil {
-			claim.Status.Capacity = it.Capacity.DeepCopy()
-			claim.Status.Allocatable = it.Allocatable.DeepCopy()
+			claim.Status.Capacity, claim.Status.Allocatable = launchedResources(nc, c.NodeClass(classOf(nc)), it)
 		}
 		claim.SetCondition(karpv1.ConditionTypeLaunched, metav1.ConditionTrue, "Launched", "", now)
 	})
@@ -488,6 +487,22 @@ func (c *Cloud) record(ctx context.Context, nc *karpv1.NodeClaim, inst *instance
 	}
 	c.Log.Info("launched nodeclaim", "nodeclaim", nc.Name, "instance", inst.ID, "instance_type", inst.Type, "zone", inst.Zone, "capacity_type", inst.CapacityType)
 	return c.Kube.NodeClaims.Get(ctx, nc.Name, metav1.GetOptions{})
+}
+
+// launchedResources are the capacity and allocatable a launched claim
+// advertises: its type's, without EFA devices unless the launch attached
+// them (the claim requests vpc.amazonaws.com/efa, or the class lists its
+// network interfaces, whose EFA ones the type's count already is), as
+// Karpenter's EFACount: an instance launched with plain ENIs has none, and
+// a pod that needs one must not wait for this node.
+func launchedResources(nc *karpv1.NodeClaim, class *awsv1.EC2NodeClass, it *scheduling.InstanceType) (capacity, allocatable corev1.ResourceList) {
+	capacity, allocatable = it.Capacity.DeepCopy(), it.Allocatable.DeepCopy()
+	_, requested := nc.Spec.Resources.Requests[wellknown.ResourceEFA]
+	if !requested && (class == nil || len(class.Spec.NetworkInterfaces) == 0) {
+		delete(capacity, wellknown.ResourceEFA)
+		delete(allocatable, wellknown.ResourceEFA)
+	}
+	return capacity, allocatable
 }
 
 func classOf(nc *karpv1.NodeClaim) string {

@@ -330,7 +330,12 @@ func (w *World) choice(nc *karpv1.NodeClaim) Choice {
 	case ct != "":
 		c.Why = append(c.Why, ct+": the only capacity type its requirements allow")
 	}
+	overlaid := nc.Annotations[wellknown.PriceOverlayAppliedAnnotation] == "true"
 	switch {
+	case ct == wellknown.CapacityTypeSpot && overlaid:
+		c.Why = append(c.Why, "spot launches priced by a NodeOverlay use CreateFleet's capacity-optimized-prioritized strategy: EC2 picks the pools with the most spare capacity, breaking ties by the overlay's price order")
+	case ct == wellknown.CapacityTypeOnDemand && overlaid:
+		c.Why = append(c.Why, "on-demand launches priced by a NodeOverlay use CreateFleet's prioritized strategy: the first offering with capacity in the overlay's price order")
 	case ct == wellknown.CapacityTypeSpot:
 		c.Why = append(c.Why, "spot launches use CreateFleet's price-capacity-optimized strategy: EC2 picks, among the cheapest spot offerings, the pools with the most spare capacity, so the type need not be the very cheapest")
 	case ct == wellknown.CapacityTypeOnDemand:

@@ -211,7 +211,7 @@ func TestConformanceInstanceProvider(t *testing.T) {
 			t.Errorf("get of a reclaimed instance: %v, want not found", err)
 		}
 	})
-	zonalShift := "Karpless does not read ARC zonal shifts: it calls EC2 (DescribeInstances, TerminateInstances, CreateTags) for instances in a zonally shifted zone as in any other, and keeps no instance cache to serve them from; a user sees terminations and tagging proceed (or fail with EC2's error) in a shifted zone, where Karpenter v1.14 defers them until the shift ends"
+	zonalShift := "Open, not accepted (issue 27: it can disrupt more than Karpenter): Karpless does not read ARC zonal shifts: it calls EC2 (DescribeInstances, TerminateInstances, CreateTags) for instances in a zonally shifted zone as in any other, and keeps no instance cache to serve them from; a user sees terminations and tagging proceed (or fail with EC2's error) in a shifted zone, where Karpenter v1.14 defers them until the shift ends"
 	for _, spec := range []string{
 		"Zonal Shift > should not call DescribeInstances for instances in a zonally shifted AZ",
 		"Zonal Shift > should not call TerminateInstances for instances in a zonally shifted AZ",
@@ -233,7 +233,7 @@ func TestConformanceInstanceProvider(t *testing.T) {
 		}
 	})
 	cs := c("Zonal Shift > should emit a zone-dimensioned termination failure metric when TerminateInstances errors")
-	cs.Differs = "Karpless has no karpenter_cloudprovider_instance_termination_failures_total: a failed TerminateInstances is counted in karpenter_cloudprovider_errors_total (method Delete, no zone dimension) and retried on the next pass"
+	cs.Differs = "Open, not accepted (issue 27: Karpenter's metric names carry over): Karpless has no karpenter_cloudprovider_instance_termination_failures_total: a failed TerminateInstances is counted in karpenter_cloudprovider_errors_total (method Delete, no zone dimension) and retried on the next pass"
 	conformance.Run(t, cs, func(*testing.T) {})
 }
 

@@ -218,13 +218,13 @@ func AllKills() bool { return os.Getenv(KillsEnv) == "all" }
 func Sample(keys []string) []bool {
 	run := make([]bool, len(keys))
 	seen := map[string]bool{}
-	any := false
+	sampled := false
 	for i, k := range keys {
 		run[i] = AllKills() || !seen[k] && !readKey(k)
 		seen[k] = true
-		any = any || run[i]
+		sampled = sampled || run[i]
 	}
-	if !any && len(run) > 0 {
+	if !sampled && len(run) > 0 {
 		run[0] = true
 	}
 	return run

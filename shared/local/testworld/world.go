@@ -5,6 +5,7 @@ package testworld
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -211,7 +212,10 @@ func (w *World) Converge(timeout time.Duration, every func()) {
 	w.T.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(timeout)
-	rounds := Backoff{First: 300 * time.Millisecond, Max: time.Second}
+	// Rounds back off from 300 ms to a second while the world waits on
+	// its real-time actors (kube-scheduler, the emulator's kubelets):
+	// every pass lists the whole cluster.
+	rounds := RoundsBackoff(300 * time.Millisecond)
 	for {
 		if _, err := w.App.Provisioner().Pass(ctx); err != nil {
 			w.T.Logf("pass: %v", err)
@@ -257,8 +261,16 @@ func (w *World) Converge(timeout time.Duration, every func()) {
 			}
 			w.T.Fatalf("%d of %d pods running after %s: %v", running, len(all), timeout, why)
 		}
-		rounds.Wait()
+		time.Sleep(rounds.Step())
 	}
+}
+
+// RoundsBackoff paces a loop of passes that waits on the real-time actors:
+// first, then twice as long each round, up to a second. Nothing a test
+// asserts is measured in these pauses (what is measured on the clock is
+// moved on instead).
+func RoundsBackoff(first time.Duration) *wait.Backoff {
+	return &wait.Backoff{Duration: first, Factor: 2, Cap: time.Second, Steps: math.MaxInt32}
 }
 
 // Skip moves the world's clock on by d, up to MaxSkew in all.

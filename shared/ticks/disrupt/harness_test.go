@@ -369,7 +369,7 @@ func (w *world) converge(want int, timeout time.Duration) {
 	}
 	deadline := time.Now().Add(timeout)
 	var moved time.Duration
-	rounds := newRounds()
+	rounds := testworld.RoundsBackoff(settleSleep)
 	for !w.running(want) {
 		if time.Now().After(deadline) {
 			w.t.Fatalf("pods not running after %s: %s", timeout, w.describe())
@@ -385,7 +385,7 @@ func (w *world) converge(want int, timeout time.Duration) {
 		} else {
 			w.step(0)
 		}
-		rounds.Wait()
+		time.Sleep(rounds.Step())
 	}
 	// Let the claims become Initialized (lifecycle runs in the pass).
 	for range 3 {
@@ -451,12 +451,6 @@ const maxConvergeSkew = time.Minute
 // in it; everything measured on the clock is moved on instead.
 const settleSleep = 100 * time.Millisecond
 
-// newRounds paces a loop of rounds (testworld.Backoff): settleSleep at
-// first, up to a second.
-func newRounds() *testworld.Backoff {
-	return &testworld.Backoff{First: settleSleep, Max: time.Second}
-}
-
 // maxSettleSkew bounds how far one settle moves the clock: NodeClaims
 // carry creation timestamps of the real API server, so a clock far ahead
 // would make new claims look older than the registration TTL (15 min).
@@ -468,7 +462,7 @@ func (w *world) settle(step time.Duration, timeout time.Duration, until func() b
 	w.t.Helper()
 	deadline := time.Now().Add(timeout)
 	var moved time.Duration
-	rounds := newRounds()
+	rounds := testworld.RoundsBackoff(settleSleep)
 	for !until() {
 		if time.Now().After(deadline) {
 			w.t.Fatalf("did not settle in %s: %s", timeout, w.describe())
@@ -482,7 +476,7 @@ func (w *world) settle(step time.Duration, timeout time.Duration, until func() b
 		}
 		w.disrupt()
 		w.provision()
-		rounds.Wait()
+		time.Sleep(rounds.Step())
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/local/emulator"
+	"github.com/karpless/karpless/shared/local/testworld"
 	"github.com/karpless/karpless/shared/ticks/disrupt"
 )
 
@@ -96,7 +97,7 @@ func TestNodeRepair(t *testing.T) {
 		t.Fatalf("repaired claim not deleting with a termination timestamp: %+v", nc)
 	}
 	deadline := time.Now().Add(time.Minute)
-	rounds := newRounds()
+	rounds := testworld.RoundsBackoff(settleSleep)
 	for {
 		w.repairPass(true)
 		w.provision()
@@ -108,7 +109,7 @@ func TestNodeRepair(t *testing.T) {
 			t.Fatalf("unhealthy node not replaced: %s", w.describe())
 		}
 		w.step(time.Second)
-		rounds.Wait()
+		time.Sleep(rounds.Step())
 	}
 	if nc := w.claimOf(recovering.ProviderID()); nc == nil || nc.DeletionTimestamp != nil {
 		t.Errorf("the recovered node's claim was deleted")
@@ -182,7 +183,7 @@ func TestInstanceStatus(t *testing.T) {
 	}
 
 	deadline := time.Now().Add(time.Minute)
-	rounds := newRounds()
+	rounds := testworld.RoundsBackoff(settleSleep)
 	for {
 		w.repairPass(false)
 		w.provision()
@@ -197,7 +198,7 @@ func TestInstanceStatus(t *testing.T) {
 			t.Fatalf("impaired instances not replaced: %s", w.describe())
 		}
 		w.step(time.Second)
-		rounds.Wait()
+		time.Sleep(rounds.Step())
 	}
 	if n := len(w.live()); n != 3 {
 		t.Errorf("%d instances after the replacements, want 3", n)

@@ -349,7 +349,7 @@ func TestExpirationReplacesOldNodes(t *testing.T) {
 	w.clk.Advance(5 * time.Minute)
 	var expired []string
 	deadline := time.Now().Add(2 * time.Minute)
-	rounds := newRounds()
+	rounds := testworld.RoundsBackoff(settleSleep)
 	for {
 		s := w.disrupt()
 		expired = append(expired, s.Expired...)
@@ -365,7 +365,7 @@ func TestExpirationReplacesOldNodes(t *testing.T) {
 			t.Fatalf("old nodes not replaced: %s", w.describe())
 		}
 		w.step(time.Second)
-		rounds.Wait()
+		time.Sleep(rounds.Step())
 	}
 	if len(expired) != 2 {
 		t.Fatalf("expired %v, want the two old claims", expired)

@@ -84,16 +84,16 @@ soak: kube cli
 CONFORMANCE_TESTS := Conformance
 CONFORMANCE_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' 'conformance.Run' shared infra cmd)))
 conformance: kube
-	@set -o pipefail; KARPLESS_REQUIRE_KUBE=1 $(GO) test -count=1 -json -run '$(CONFORMANCE_TESTS)' $(addprefix ./,$(CONFORMANCE_PKGS)) | $(GO) run ./hack/conformance -doc docs/conformance.md
+	@set -o pipefail; KARPLESS_REQUIRE_KUBE=1 $(GO) test $(TEST_BUILD) -count=1 -json -run '$(CONFORMANCE_TESTS)' $(addprefix ./,$(CONFORMANCE_PKGS)) | $(GO) run ./hack/conformance -doc docs/conformance.md
 conformance-doc:
-	@set -o pipefail; KARPLESS_REQUIRE_KUBE=1 $(GO) test -count=1 -json -run '$(CONFORMANCE_TESTS)' $(addprefix ./,$(CONFORMANCE_PKGS)) | $(GO) run ./hack/conformance -doc docs/conformance.md -write
+	@set -o pipefail; KARPLESS_REQUIRE_KUBE=1 $(GO) test $(TEST_BUILD) -count=1 -json -run '$(CONFORMANCE_TESTS)' $(addprefix ./,$(CONFORMANCE_PKGS)) | $(GO) run ./hack/conformance -doc docs/conformance.md -write
 
 ## soak-mutants: the soak's mutation check: each fault planted in the
 ## functions' code (shared/local/soak/mutants_test.go, built with
 ## go build -overlay, the source untouched) must be caught by its invariant
 ## within the CI seeds. CI runs it after make test.
 soak-mutants: kube
-	KARPLESS_SOAK_MUTANTS=1 KARPLESS_REQUIRE_KUBE=1 $(GO) test -count=1 -timeout 85m -run TestMutantsCaught -v ./$(SOAK)
+	KARPLESS_SOAK_MUTANTS=1 KARPLESS_REQUIRE_KUBE=1 $(GO) test $(TEST_BUILD) -count=1 -timeout 85m -run TestMutantsCaught -v ./$(SOAK)
 
 ## generate: deepcopy and CRD manifests from shared/apis (controller-gen is
 ## pinned in go.mod's tool block; hack/crdvalidation adds the rules its markers
@@ -127,12 +127,12 @@ vet:
 ## and side, within its budget; CI (.ci/run) then runs every gap here.
 KILL_PKGS := ./shared/ticks/provision ./shared/ticks/disrupt ./shared/ticks/interrupt ./shared/ticks/termination ./shared/ticks/garbagecollection ./shared/ticks/bootstrap
 test-kills: kube
-	KARPLESS_KILLS=all KARPLESS_REQUIRE_KUBE=1 GOGC=$${GOGC:-200} $(GO) test $(TEST_FLAGS) -timeout 60m -run 'Kill|Crash' $(KILL_PKGS)
+	KARPLESS_KILLS=all KARPLESS_REQUIRE_KUBE=1 GOGC=$${GOGC:-200} $(GO) test $(TEST_BUILD) $(TEST_FLAGS) -timeout 60m -run 'Kill|Crash' $(KILL_PKGS)
 
 ## test-cases: every case of the whole-world ports of Karpenter's e2e
 ## suites (make test runs a sample of them: deploy.SampleCases).
 test-cases: kube
-	KARPLESS_CASES=all KARPLESS_REQUIRE_KUBE=1 GOGC=$${GOGC:-200} $(GO) test $(TEST_FLAGS) -timeout 60m -run 'E2E' ./shared/ticks/disrupt ./shared/ticks/provision
+	KARPLESS_CASES=all KARPLESS_REQUIRE_KUBE=1 GOGC=$${GOGC:-200} $(GO) test $(TEST_BUILD) $(TEST_FLAGS) -timeout 60m -run 'E2E' ./shared/ticks/disrupt ./shared/ticks/provision
 
 ## test-scenarios: the two whole-world scenarios make test leaves out, side
 ## by side: the demo's bundled scenario (shared/local/demo
@@ -142,7 +142,7 @@ test-cases: kube
 SCENARIO_TESTS := ^(TestDefaultScenario|TestSoakCI)$$
 test-scenarios: kube browser
 	@export KARPLESS_REQUIRE_KUBE=1 KARPLESS_REQUIRE_BROWSER=1 GOGC=$${GOGC:-200}; \
-	$(GO) test $(TEST_FLAGS) -run '$(SCENARIO_TESTS)' ./shared/local/demo ./$(SOAK)
+	$(GO) test $(TEST_BUILD) $(TEST_FLAGS) -run '$(SCENARIO_TESTS)' ./shared/local/demo ./$(SOAK)
 
 ## test-loaded: make test beside two CPU-bound processes (a busy laptop's
 ## share of two cores); the last line is test-loaded: passed|failed in <s> s.
@@ -171,16 +171,22 @@ SLOW_TESTS := ./shared/ticks/interrupt ./shared/ticks/termination ./shared/ticks
 SHARDS := shared/ticks/provision='^Test(Killed|Static|Buffer)' shared/ticks/disrupt='^Test(Crash|Kill|Buffer|Abandon|Stale|ConsolidationInto|ConsolidationUses)'
 SOAK := shared/local/soak
 TEST_FLAGS := -count=1 -timeout 25m
+## TEST_BUILD: how the test binaries are built. Linking them is a fifth of
+## make test's CPU: 66 binaries took 378 CPU-s to link, 244 without DWARF
+## (-ldflags=-w; a panic's stack trace still names files and lines, from
+## the pcln table, measured 2026-11-28). go test's own vet pass is off: the
+## checks run go vet on every package first (vet).
+TEST_BUILD := -vet=off -ldflags=-w
 test: kube browser checks
 	@export KARPLESS_REQUIRE_KUBE=1 KARPLESS_REQUIRE_BROWSER=1 CDK_VALIDATION=false GOGC=$${GOGC:-200}; \
 	logs=$$(mktemp -d); trap 'rm -rf $$logs' EXIT; pids=(); skip=(); n=0; \
 	for shard in $(SHARDS); do \
 		pkg=$${shard%%=*}; re=$${shard#*=}; skip+=("github.com/karpless/karpless/$$pkg"); \
-		$(GO) test $(TEST_FLAGS) -run "$$re" -skip '$(CONFORMANCE_TESTS)' ./$$pkg > $$logs/$$n.a 2>&1 & pids+=($$!); \
-		$(GO) test $(TEST_FLAGS) -skip "$$re|$(CONFORMANCE_TESTS)" ./$$pkg > $$logs/$$n.b 2>&1 & pids+=($$!); \
+		$(GO) test $(TEST_BUILD) $(TEST_FLAGS) -run "$$re" -skip '$(CONFORMANCE_TESTS)' ./$$pkg > $$logs/$$n.a 2>&1 & pids+=($$!); \
+		$(GO) test $(TEST_BUILD) $(TEST_FLAGS) -skip "$$re|$(CONFORMANCE_TESTS)" ./$$pkg > $$logs/$$n.b 2>&1 & pids+=($$!); \
 		n=$$((n+1)); \
 	done; \
-	$(GO) test $(TEST_FLAGS) -skip '$(SCENARIO_TESTS)|$(CONFORMANCE_TESTS)' -p $(TEST_PARALLEL) $(SLOW_TESTS) $$($(GO) list ./... | grep -vxF "$${skip[@]/#/-e}") & main=$$!; \
+	$(GO) test $(TEST_BUILD) $(TEST_FLAGS) -skip '$(SCENARIO_TESTS)|$(CONFORMANCE_TESTS)' -p $(TEST_PARALLEL) $(SLOW_TESTS) $$($(GO) list ./... | grep -vxF "$${skip[@]/#/-e}") & main=$$!; \
 	rc=0; for pid in "$${pids[@]}"; do wait $$pid || rc=1; done; \
 	wait $$main || rc=1; \
 	n=0; for shard in $(SHARDS); do \

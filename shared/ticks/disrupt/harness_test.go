@@ -84,6 +84,8 @@ type world struct {
 	// kubeChaos is the Kubernetes API's hostility the engines meet
 	// (kubechaos.Defaults unless a test says otherwise, and why).
 	kubeChaos kubechaos.Config
+	chaosOnce sync.Once
+	kchaos    *kubechaos.Chaos
 	// warm is the memory of the warm container the passes run in; a
 	// killed pass's container is a new one.
 	warm app.Warm
@@ -130,6 +132,16 @@ func newWorld(t *testing.T, opts ...testworld.Option) *world {
 	}
 	emu.Start(ctx)
 	return w
+}
+
+// chaos is the world's one fault injector, made from kubeChaos when the
+// first pass builds its clients. Every client after it continues its
+// draws: one made per client started each pass's draws over, so a pass met
+// the faults of the last at the same requests (in one scenario, a 429 and
+// its second of Retry-After on every save of the disruption state).
+func (w *world) chaos() *kubechaos.Chaos {
+	w.chaosOnce.Do(func() { w.kchaos = kubechaos.New(w.kubeChaos) })
+	return w.kchaos
 }
 
 // worldSeed gives each scenario's emulator its own ids and addresses.
@@ -190,7 +202,7 @@ func (w *world) env(k *testworld.KillSwitch) *app.Env {
 	restCfg := rest.CopyConfig(w.e.Cluster.RESTConfig)
 	// The API's hostility sits behind the kill switch and the recorders,
 	// as the network does.
-	restCfg.Wrap(kubechaos.Wrap(w.kubeChaos))
+	restCfg.Wrap(w.chaos().Wrap)
 	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &watchRT{next: rt, w: w, k: k} })
 	kc, err := kube.NewClients(restCfg)
 	if err != nil {

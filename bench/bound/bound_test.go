@@ -3,6 +3,8 @@ package bound
 import (
 	"fmt"
 	"math"
+	"math/rand"
+	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/wellknown"
 )
@@ -135,4 +138,262 @@ func TestHandComputed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// random is a small generated input: up to four instance types (some
+// burstable, each with one or two offerings), one NodePool and maybe a
+// tainted second one, maybe a DaemonSet, and up to 14 pods of which some
+// are in one hostname anti-affinity set and some tolerate the taint.
+func random(seed int64) Input {
+	r := rand.New(rand.NewSource(seed))
+	cpus := []string{"1", "2", "4", "8"}
+	mems := []string{"2Gi", "4Gi", "8Gi", "16Gi", "32Gi"}
+	burst := []struct{ family, size string }{{"t3", "medium"}, {"t3", "large"}, {"t4g", "xlarge"}, {"t3a", "small"}}
+	var in Input
+	for i := range 1 + r.Intn(4) {
+		fam, size := fmt.Sprint("f", i), "large"
+		if r.Intn(3) == 0 {
+			b := burst[r.Intn(len(burst))]
+			fam, size = b.family, b.size
+		}
+		it := itype(fmt.Sprintf("%s.%s-%d", fam, size, i), fam, size, cpus[r.Intn(len(cpus))], mems[r.Intn(len(mems))], 4+r.Intn(27), 0.02+r.Float64())
+		if r.Intn(2) == 0 {
+			it.Offerings = append(it.Offerings, scheduling.Offering{Zone: "z2", CapacityType: wellknown.CapacityTypeOnDemand, Price: 0.02 + r.Float64(), Available: r.Intn(3) > 0})
+		}
+		in.Types = append(in.Types, it)
+	}
+	in.NodePools = []*karpv1.NodePool{pool("a")}
+	taint := corev1.Taint{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}
+	if r.Intn(2) == 0 {
+		np := pool("tainted")
+		np.Spec.Template.Spec.Taints = []corev1.Taint{taint}
+		in.NodePools = append(in.NodePools, np)
+	}
+	if r.Intn(2) == 0 {
+		in.DaemonSets = []*appsv1.DaemonSet{daemonSet(fmt.Sprintf("%dm", 50*r.Intn(7)))}
+	}
+	if r.Intn(2) == 0 {
+		in.VolumeHourly = 0.0022
+	}
+	pcpu := []string{"100m", "250m", "500m", "1", "1500m", "3"}
+	pmem := []string{"128Mi", "512Mi", "1Gi", "3Gi", "6Gi"}
+	for i := range 1 + r.Intn(14) {
+		name := fmt.Sprint("p", i)
+		var p *corev1.Pod
+		if r.Intn(4) == 0 {
+			p = antiPod(name, pcpu[r.Intn(len(pcpu))], pmem[r.Intn(len(pmem))])
+		} else {
+			p = pod(name, pcpu[r.Intn(len(pcpu))], pmem[r.Intn(len(pmem))])
+		}
+		if r.Intn(3) == 0 {
+			p.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}
+		}
+		in.Pods = append(in.Pods, p)
+	}
+	return in
+}
+
+// node is one node of a plan the tests build on their own.
+type node struct {
+	it      *scheduling.InstanceType
+	tainted bool
+	cpu     int64
+	mem     int64
+	pods    int64
+	anti    bool
+}
+
+// planCost prices a node as the bench does (bench/price.go): its cheapest
+// available offering, the root volume, and the CPU credits of what its
+// pods and DaemonSets request.
+func planCost(in Input, it *scheduling.InstanceType, podCPU int64) float64 {
+	price := math.Inf(1)
+	for _, o := range it.Offerings {
+		if o.Available {
+			price = min(price, o.Price)
+		}
+	}
+	var daemon int64
+	for _, ds := range in.DaemonSets {
+		q := ds.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
+		daemon += q.MilliValue()
+	}
+	vcpus := it.Capacity[corev1.ResourceCPU]
+	return price + in.VolumeHourly + catalog.CreditHourly(it.Labels[wellknown.InstanceFamilyLabel], it.Labels[wellknown.InstanceSizeLabel], vcpus.Value(), daemon+podCPU)
+}
+
+// greedy places the pods in the order given, each on the first open node
+// it fits (room left, taint tolerated, at most one pod of the
+// anti-affinity set), else on a new node of the kind that costs least
+// empty among those it fits. It returns the plan's $/h and the pods it
+// could place nowhere.
+func greedy(in Input, order []int) (float64, int) {
+	var daemonCPU, daemonMem int64
+	for _, ds := range in.DaemonSets {
+		q := ds.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
+		daemonCPU += q.MilliValue()
+	}
+	daemonPods := int64(len(in.DaemonSets))
+	var nodes []*node
+	unplaced := 0
+	tolerates := func(p *corev1.Pod) bool { return len(p.Spec.Tolerations) > 0 }
+	fits := func(n *node, cpu, mem int64, anti bool) bool {
+		a := n.it.Allocatable
+		return n.cpu+cpu <= a.Cpu().MilliValue() && n.mem+mem <= a.Memory().Value() && n.pods+1 <= a.Pods().Value() && !(anti && n.anti)
+	}
+	for _, i := range order {
+		p := in.Pods[i]
+		cpu, mem := p.Spec.Containers[0].Resources.Requests.Cpu().MilliValue(), p.Spec.Containers[0].Resources.Requests.Memory().Value()
+		anti := p.Spec.Affinity != nil
+		var at *node
+		for _, n := range nodes {
+			if (!n.tainted || tolerates(p)) && fits(n, cpu, mem, anti) {
+				at = n
+				break
+			}
+		}
+		if at == nil {
+			best := math.Inf(1)
+			for pi, np := range in.NodePools {
+				tainted := len(np.Spec.Template.Spec.Taints) > 0
+				if tainted && !tolerates(p) {
+					continue
+				}
+				for _, it := range in.Types {
+					n := &node{it: it, tainted: tainted, cpu: daemonCPU, mem: daemonMem, pods: daemonPods}
+					if c := planCost(in, it, 0); fits(n, cpu, mem, anti) && c < best && !math.IsInf(c, 1) {
+						best, at = c, n
+					}
+				}
+				_ = pi
+			}
+			if at == nil {
+				unplaced++
+				continue
+			}
+			nodes = append(nodes, at)
+		}
+		at.cpu, at.mem, at.pods, at.anti = at.cpu+cpu, at.mem+mem, at.pods+1, at.anti || anti
+	}
+	total := 0.0
+	for _, n := range nodes {
+		total += planCost(in, n.it, n.cpu-daemonCPU)
+	}
+	return total, unplaced
+}
+
+// karpless prices Karpless's own solve of the input, as the bench does;
+// ok is false when it left a pod unplaced.
+func karpless(in Input) (float64, bool) {
+	snap := &scheduling.Snapshot{Pods: in.Pods, NodePools: in.NodePools, DaemonSets: in.DaemonSets,
+		NodeClasses: map[string]*scheduling.NodeClass{"default": {Name: "default", Ready: true, InstanceTypes: in.Types}}}
+	res := scheduling.Solve(snap, scheduling.Provisioning())
+	if len(res.Unschedulable) > 0 {
+		return 0, false
+	}
+	total := 0.0
+	for _, c := range res.NewNodeClaims {
+		it, _ := c.CheapestOffering()
+		var cpu int64
+		for _, p := range c.Pods {
+			cpu += p.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()
+		}
+		// The bench prices the offering the launch picks: at least the
+		// cheapest available one, which is what planCost charges.
+		total += planCost(in, it, cpu)
+	}
+	return total, true
+}
+
+// floor is a weaker bound the LP must reach: each resource alone, bought
+// at the lowest price per unit of room, and one node per anti-affinity pod
+// at the lowest node price.
+func floor(in Input) float64 {
+	var daemonCPU int64
+	for _, ds := range in.DaemonSets {
+		q := ds.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
+		daemonCPU += q.MilliValue()
+	}
+	var cpu, anti float64
+	for _, p := range in.Pods {
+		cpu += float64(p.Spec.Containers[0].Resources.Requests.Cpu().MilliValue())
+		if p.Spec.Affinity != nil {
+			anti++
+		}
+	}
+	perCPU, perNode := math.Inf(1), math.Inf(1)
+	for _, it := range in.Types {
+		price := math.Inf(1)
+		for _, o := range it.Offerings {
+			if o.Available {
+				price = min(price, o.Price)
+			}
+		}
+		price += in.VolumeHourly
+		perCPU = min(perCPU, price/float64(it.Allocatable.Cpu().MilliValue()-daemonCPU))
+		perNode = min(perNode, price)
+	}
+	return max(cpu*perCPU, anti*perNode)
+}
+
+// check asserts the bound on one input: at most the cost of every
+// feasible plan built here (greedy in several orders) and of Karpless's,
+// at least the weaker floor when every pod can be placed, and the same
+// pods left out as the greedy plan leaves out.
+func check(t *testing.T, seed int64) (karplessCompared bool) {
+	in := random(seed)
+	got, err := Compute(in)
+	if err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+	r := rand.New(rand.NewSource(seed))
+	for k := range 4 {
+		order := r.Perm(len(in.Pods))
+		if k == 0 {
+			slices.SortStableFunc(order, func(a, b int) int {
+				return in.Pods[b].Spec.Containers[0].Resources.Requests.Cpu().Cmp(*in.Pods[a].Spec.Containers[0].Resources.Requests.Cpu())
+			})
+		}
+		plan, unplaced := greedy(in, order)
+		if unplaced != got.Unplaceable {
+			t.Fatalf("seed %d: the greedy plan left %d pods out, the bound %d", seed, unplaced, got.Unplaceable)
+		}
+		if got.Hourly > plan+1e-9 {
+			t.Fatalf("seed %d: bound $%.6f/h above a feasible greedy plan's $%.6f/h", seed, got.Hourly, plan)
+		}
+	}
+	plan, ok := karpless(in)
+	if ok && got.Hourly > plan+1e-9 {
+		t.Fatalf("seed %d: bound $%.6f/h above Karpless's plan's $%.6f/h", seed, got.Hourly, plan)
+	}
+	if got.Unplaceable == 0 {
+		if f := floor(in); got.Hourly < f-1e-6 {
+			t.Fatalf("seed %d: bound $%.6f/h below the floor $%.6f/h", seed, got.Hourly, f)
+		}
+	}
+	return ok
+}
+
+// TestNeverAboveAFeasiblePlan checks generated inputs.
+func TestNeverAboveAFeasiblePlan(t *testing.T) {
+	compared := 0
+	for seed := range int64(300) {
+		if check(t, seed) {
+			compared++
+		}
+	}
+	// Karpless leaves pods out only where no kind takes them.
+	if compared < 150 {
+		t.Fatalf("only %d of 300 inputs compared with Karpless's plan", compared)
+	}
+	t.Logf("%d of 300 inputs compared with Karpless's plan", compared)
+}
+
+// FuzzNeverAboveAFeasiblePlan is the same check on any seed
+// (go test -fuzz FuzzNeverAboveAFeasiblePlan ./bound).
+func FuzzNeverAboveAFeasiblePlan(f *testing.F) {
+	for _, s := range []int64{1, 7, 42, 1000} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, seed int64) { check(t, seed) })
 }

@@ -126,7 +126,7 @@ func (r row) gaps() (before, after float64) {
 	return before, after
 }
 
-func run(cfg config) error {
+func run(cfg config) (err error) {
 	types, err := workload.CatalogTypes()
 	if err != nil {
 		return err
@@ -140,6 +140,14 @@ func run(cfg config) error {
 	fmt.Printf("Karpenter v1.14.1 in production configuration: %d worker (CPU_REQUESTS %d), a solve timeout of %s of CPU, %d types kept per NodeClaim, 60 at launch; runs: Karpless %d, Karpenter %d, medians; CPU = getrusage of the process; GOMAXPROCS=%d\n",
 		productionCPURequests/1000, productionCPURequests, productionTimeout, 600, cfg.runs, cfg.karpenterRuns, runtime.GOMAXPROCS(0))
 	minSpeed5k, maxCost, maxGap := math.Inf(1), 0.0, 0.0
+	// below lists the plans that cost less than the lower bound: the
+	// bound is then wrong, and the bench fails after printing.
+	var below []string
+	defer func() {
+		if len(below) > 0 && err == nil {
+			err = fmt.Errorf("the lower bound is above a feasible plan's $/h: %s", strings.Join(below, "; "))
+		}
+	}()
 	var costNote []string
 	for _, c := range cfg.cases {
 		for _, mix := range cfg.mixes {
@@ -185,6 +193,7 @@ func run(cfg config) error {
 				if ours.complete {
 					b, a := ours.gaps()
 					maxGap = max(maxGap, b, a)
+					below = append(below, belowBound(c, mix, n, "karpless", b, a)...)
 				}
 				if !both {
 					continue
@@ -192,9 +201,10 @@ func run(cfg config) error {
 				theirs.who, theirs.s, theirs.cost, theirs.credits = "karpenter", median(theirsS), medianFloat(theirsC), theirs.o.cost.credits
 				theirs.complete = !theirs.o.timedOut && theirs.o.unplaced == 0
 				print(n, theirs)
-				if theirs.complete {
+				if theirs.complete && theirs.o.failed == 0 {
 					b, _ := theirs.gaps()
 					maxGap = max(maxGap, b)
+					below = append(below, belowBound(c, mix, n, "karpenter", b, 0)...)
 				}
 				st := theirs.o.stages
 				fmt.Printf("%7s  %-16s cpu of the last run: NewTopology+NewScheduler %.1f s, Solve %.1f s, TruncateInstanceTypes %.1f s%s\n", "", "", st[0].Seconds(), st[1].Seconds(), st[2].Seconds(), map[bool]string{true: "; Solve timed out", false: ""}[theirs.o.timedOut])
@@ -292,4 +302,16 @@ func lowerBound(c workload.Case, mix workload.Mix, n int, pods []*corev1.Pod, po
 	fmt.Fprintf(os.Stderr, "lower bound %s %s %d: $%.2f/h, LP of %d parts, %d pod groups, %d node kinds, %d rows; %d pods no node kind takes; %.1f s cpu\n",
 		c, mix, n, r.Hourly, r.Parts, r.Groups, r.Columns, r.Rows, r.Unplaceable, (cpuTime() - c0).Seconds())
 	return r.Hourly
+}
+
+// belowBound names the plans (gaps before and after consolidation, 0 for
+// none) that cost less than the bound, beyond rounding.
+func belowBound(c workload.Case, mix workload.Mix, n int, who string, gaps ...float64) []string {
+	var out []string
+	for i, g := range gaps {
+		if g > 0 && g < 1-1e-9 {
+			out = append(out, fmt.Sprintf("%s %s %d %s%s: plan/bound %.6f", c, mix, n, who, map[bool]string{true: " after consolidation"}[i == 1], g))
+		}
+	}
+	return out
 }

@@ -153,7 +153,6 @@ type nodeView struct {
 	pool   scheduling.Requirements
 	zones  []string
 	cts    []string
-	name   string
 	poolNm string
 }
 
@@ -177,10 +176,9 @@ func (v nodeView) values(key string) (vals []string, known bool) {
 	if r := v.pool.Get(key); r != nil && r.Operator() == corev1.NodeSelectorOpIn {
 		return r.Values(), true
 	}
-	if scheduling.IsWellKnown(key) {
-		// A well-known label the type does not carry: absent.
-		return nil, true
-	}
+	// A label that neither the type, the template nor the requirements
+	// give is unknown, well-known or not: the node may still get it, and
+	// refusing a pod a kind it could use might raise the bound.
 	return nil, false
 }
 
@@ -253,7 +251,7 @@ func columns(in Input, resNames []corev1.ResourceName) []*column {
 				continue
 			}
 			c := &column{pool: np.Name, it: it, price: price + in.VolumeHourly, taints: np.Spec.Template.Spec.Taints,
-				view: nodeView{it: it, fixed: np.Spec.Template.Labels, pool: reqs, zones: sortedKeys(zones), cts: sortedKeys(cts), name: it.Name, poolNm: np.Name}}
+				view: nodeView{it: it, fixed: np.Spec.Template.Labels, pool: reqs, zones: sortedKeys(zones), cts: sortedKeys(cts), poolNm: np.Name}}
 			overhead := corev1.ResourceList{}
 			for _, ds := range in.DaemonSets {
 				if daemonCertain(ds, c) {

@@ -149,7 +149,8 @@ test-scenarios: kube browser
 test-loaded:
 	hack/test-loaded.sh
 
-## test: the whole suite but its two longest scenarios (test-scenarios:
+## test: the whole suite (with bench/bound's checks of the bench's lower
+## bound, a module of its own) but its two longest scenarios (test-scenarios:
 ## the demo's and the soak's CI seeds, 555 of its 2,490 CPU-seconds on
 ## 2026-11-28); CI then runs test-scenarios, soak-mutants, test-cases and
 ## test-kills. The kill tests kill at the first gap of each kind of write
@@ -186,6 +187,7 @@ test: kube browser checks
 		$(GO) test $(TEST_BUILD) $(TEST_FLAGS) -skip "$$re|$(CONFORMANCE_TESTS)" ./$$pkg > $$logs/$$n.b 2>&1 & pids+=($$!); \
 		n=$$((n+1)); \
 	done; \
+	(cd bench && $(GO) test $(TEST_BUILD) $(TEST_FLAGS) ./bound) > $$logs/bench 2>&1 & pids+=($$!); \
 	$(GO) test $(TEST_BUILD) $(TEST_FLAGS) -skip '$(SCENARIO_TESTS)|$(CONFORMANCE_TESTS)' -p $(TEST_PARALLEL) $(SLOW_TESTS) $$($(GO) list ./... | grep -vxF "$${skip[@]/#/-e}") & main=$$!; \
 	rc=0; for pid in "$${pids[@]}"; do wait $$pid || rc=1; done; \
 	wait $$main || rc=1; \
@@ -193,6 +195,7 @@ test: kube browser checks
 		echo "$${shard%%=*}, tests matching $${shard#*=}:"; cat $$logs/$$n.a; \
 		echo "$${shard%%=*}, the other tests:"; cat $$logs/$$n.b; n=$$((n+1)); \
 	done; \
+	echo "bench/bound (the bench's lower bound, its own module):"; cat $$logs/bench; \
 	exit $$rc
 
 unit:

@@ -33,7 +33,7 @@ CDK_ARGS     ?=
 # Identity of the CRDs the bootstrap embeds; a change makes CloudFormation re-run it.
 CRD_HASH     := $(shell cat shared/apis/crds/*.yaml 2>/dev/null | sha256sum | cut -c1-16)
 
-.PHONY: all cli demo test browser test-kills test-cases test-scenarios test-loaded soak-mutants conformance conformance-doc checks soak unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
+.PHONY: all cli demo test test-checks browser test-kills test-cases test-scenarios test-loaded soak-mutants conformance conformance-doc checks soak unit integration vet kube generate check-generated lambdas cdk-cli synth synth-nag deploy destroy cdk-pin bench clean
 
 all: test
 
@@ -78,9 +78,9 @@ soak: kube cli
 ## conformance: passed=P differs=D total=T. Fails when a case fails or
 ## docs/conformance.md's table is not this run's (conformance-doc writes it).
 ## The API validation suites (shared/apis/crds) need the local kube-apiserver.
-## The ported cases of Karpenter's suites run once, in the checks
-## (conformance: they must pass or differ as docs/conformance.md says);
-## make test's package runs skip them rather than run them twice.
+## make test runs the ported cases once, with their packages' other tests,
+## and checks the same table (see TEST_ECHO); the shards of the two longest
+## packages, which hold no ported case, skip them.
 CONFORMANCE_TESTS := Conformance
 CONFORMANCE_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' 'conformance.Run' shared infra cmd)))
 conformance: kube
@@ -116,6 +116,9 @@ check-generated:
 ## of them is timing-sensitive; alone, each held the second core idle).
 checks:
 	@$(MAKE) --no-print-directory -j3 vet check-generated synth conformance
+# make test's own checks: the ported cases it runs with the packages' tests.
+test-checks:
+	@$(MAKE) --no-print-directory -j3 vet check-generated synth
 
 vet:
 	$(GO) vet ./...
@@ -178,7 +181,13 @@ TEST_FLAGS := -count=1 -timeout 25m
 ## the pcln table, measured 2026-11-28). go test's own vet pass is off: the
 ## checks run go vet on every package first (vet).
 TEST_BUILD := -vet=off -ldflags=-w
-test: kube browser checks
+## The packages of the ported Karpenter cases run once: their tests and the
+## cases together, as go test -json through hack/conformance, which checks
+## docs/conformance.md as make conformance does and prints the run as go
+## test would (every test's output with -v in TEST_FLAGS). Run separately,
+## the checks linked 23 test binaries and started 5 control planes again.
+TEST_ECHO = $(if $(filter -v,$(TEST_FLAGS)),all,failures)
+test: kube browser test-checks
 	@export KARPLESS_REQUIRE_KUBE=1 KARPLESS_REQUIRE_BROWSER=1 CDK_VALIDATION=false GOGC=$${GOGC:-200}; \
 	logs=$$(mktemp -d); trap 'rm -rf $$logs' EXIT; pids=(); skip=(); n=0; \
 	for shard in $(SHARDS); do \
@@ -188,7 +197,8 @@ test: kube browser checks
 		n=$$((n+1)); \
 	done; \
 	(cd bench && $(GO) test $(TEST_BUILD) $(TEST_FLAGS) ./bound) > $$logs/bench 2>&1 & pids+=($$!); \
-	$(GO) test $(TEST_BUILD) $(TEST_FLAGS) -skip '$(SCENARIO_TESTS)|$(CONFORMANCE_TESTS)' -p $(TEST_PARALLEL) $(SLOW_TESTS) $$($(GO) list ./... | grep -vxF "$${skip[@]/#/-e}") & main=$$!; \
+	(set -o pipefail; $(GO) test $(TEST_BUILD) $(TEST_FLAGS) -json -skip '$(SCENARIO_TESTS)' -p $(TEST_PARALLEL) $(SLOW_TESTS) $$($(GO) list ./... | grep -vxF "$${skip[@]/#/-e}") \
+		| $(GO) run ./hack/conformance -doc docs/conformance.md -echo $(TEST_ECHO)) & main=$$!; \
 	rc=0; for pid in "$${pids[@]}"; do wait $$pid || rc=1; done; \
 	wait $$main || rc=1; \
 	n=0; for shard in $(SHARDS); do \

@@ -7,6 +7,11 @@
 // last `conformance: passed=P differs=D total=T`, and exits 1 when a case
 // failed or did not run, or when the document's table or its list of
 // deliberate differences (each case's Differs text) is not this run's.
+//
+// With -echo it also prints the run's text as go test would without
+// -json: the packages' lines and build output, and each failed test's
+// output (-echo all: every test's, as -v). make test runs the packages of
+// the ported cases this way, once, rather than again for the table.
 package main
 
 import (
@@ -27,6 +32,66 @@ type event struct {
 	Action, Package, Test, Output string
 }
 
+// echoer prints a go test -json stream as go test's own text: package
+// lines and build output at once, a test's output when it fails (all of
+// it at once with all).
+type echoer struct {
+	w    io.Writer
+	all  bool
+	held map[string][]string // a running test's output, by package and test
+}
+
+// flush prints the output held for tests whose key starts with prefix
+// ("" for every one): tests a package's failure or the stream's end left
+// without an outcome.
+func (e *echoer) flush(prefix string) {
+	if e == nil {
+		return
+	}
+	keys := make([]string, 0, len(e.held))
+	for k := range e.held {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprint(e.w, strings.Join(e.held[k], ""))
+		delete(e.held, k)
+	}
+}
+
+// line takes one line of the stream: an event, or (ok false) text that is
+// not one, printed as it is.
+func (e *echoer) line(raw []byte, ev event, ok bool) {
+	if e == nil {
+		return
+	}
+	switch {
+	case !ok:
+		fmt.Fprintln(e.w, string(raw))
+	case ev.Test == "" || e.all:
+		if ev.Test == "" && (ev.Action == "fail" || strings.HasPrefix(ev.Output, "FAIL")) {
+			e.flush(ev.Package + " ") // tests that never ended: a panic, a timeout
+		}
+		// go test prints a package's PASS line only with -v.
+		if ev.Output != "" && (e.all || ev.Output != "PASS\n") {
+			fmt.Fprint(e.w, ev.Output)
+		}
+	default:
+		key := ev.Package + " " + ev.Test
+		switch ev.Action {
+		case "output":
+			e.held[key] = append(e.held[key], ev.Output)
+		case "fail":
+			fmt.Fprint(e.w, strings.Join(e.held[key], ""))
+			delete(e.held, key)
+		case "pass", "skip":
+			delete(e.held, key)
+		}
+	}
+}
+
 type tally struct{ passed, differs, failed, other int }
 
 func (t tally) total() int { return t.passed + t.differs + t.failed + t.other }
@@ -44,8 +109,18 @@ type difference struct{ suite, spec, why string }
 func main() {
 	doc := flag.String("doc", "", "the document whose table must be this run's (docs/conformance.md)")
 	write := flag.Bool("write", false, "write the table into -doc instead of checking it")
+	echo := flag.String("echo", "", "also print the run's text: failures (the packages' lines and failed tests' output) or all")
 	flag.Parse()
-	suites, diffs, problems, err := read(os.Stdin)
+	var e *echoer
+	switch *echo {
+	case "":
+	case "failures", "all":
+		e = &echoer{w: os.Stdout, all: *echo == "all", held: map[string][]string{}}
+	default:
+		fmt.Fprintf(os.Stderr, "conformance: -echo %q: want failures or all\n", *echo)
+		os.Exit(2)
+	}
+	suites, diffs, problems, err := read(os.Stdin, e)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "conformance:", err)
 		os.Exit(1)
@@ -85,7 +160,7 @@ func main() {
 
 // read tallies the cases' outcomes: a case is the subtest under a
 // SuitePrefix subtest (deeper subtests belong to it).
-func read(r io.Reader) (map[string]tally, []difference, []string, error) {
+func read(r io.Reader, e *echoer) (map[string]tally, []difference, []string, error) {
 	suites := map[string]tally{}
 	differs := map[string]string{}
 	var diffs []difference
@@ -95,8 +170,10 @@ func read(r io.Reader) (map[string]tally, []difference, []string, error) {
 	for sc.Scan() {
 		var ev event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			e.line(sc.Bytes(), ev, false)
 			continue // a build error or a line not of go test -json
 		}
+		e.line(sc.Bytes(), ev, true)
 		suite, spec, ok := split(ev.Test)
 		if !ok {
 			continue
@@ -129,6 +206,7 @@ func read(r io.Reader) (map[string]tally, []difference, []string, error) {
 			suites[suite] = t
 		}
 	}
+	e.flush("")
 	return suites, diffs, problems, sc.Err()
 }
 

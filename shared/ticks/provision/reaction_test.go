@@ -130,13 +130,15 @@ func TestReactionTime(t *testing.T) {
 		}
 		return out
 	}
-	waitFor := func(what string, cond func() bool) {
+	waitFor := func(what string, cond func() bool, state func() string) {
 		t.Helper()
-		// The bound only catches a stuck world.
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
+		// The bound only catches a stuck world: make test's own load (a
+		// load average of 20 on two cores) once took this wait past 3
+		// minutes, with what it lacked unreported.
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 8*time.Minute, true, func(context.Context) (bool, error) {
 			return cond(), nil
 		}); err != nil {
-			t.Fatalf("%s: %v (busy tick so far: done=%v)", what, err, isClosed(done))
+			t.Fatalf("%s: %v (busy tick so far: done=%v; %s)", what, err, isClosed(done), state())
 		}
 	}
 	const bursts = 8
@@ -163,6 +165,26 @@ func TestReactionTime(t *testing.T) {
 			}
 		}
 		return true
+	}, func() string {
+		got := firstFleets()
+		var unmarked, unlaunched []string
+		mu.Lock()
+		for _, n := range names {
+			if _, ok := marked[n]; !ok {
+				unmarked = append(unmarked, n)
+			} else if _, ok := got[n]; !ok {
+				unlaunched = append(unlaunched, n)
+			}
+		}
+		mu.Unlock()
+		fleets := 0
+		for _, c := range w.Emu.Calls() {
+			if c.Action == "CreateFleet" {
+				fleets++
+			}
+		}
+		return fmt.Sprintf("%d claims for %d pods, %d CreateFleet calls; never marked unschedulable: %v; no CreateFleet since marked: %v",
+			len(w.Claims()), 1+len(names), fleets, unmarked, unlaunched)
 	})
 	endTick()
 	<-done

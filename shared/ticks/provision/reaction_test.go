@@ -21,6 +21,20 @@ import (
 	"github.com/karpless/karpless/shared/ticks/provision"
 )
 
+// markedAt is when kube-scheduler marked the pod unschedulable: its
+// PodScheduled condition's transition, which the API keeps to the second
+// (rounded down, so a CreateFleet after the mark is never before it). Not
+// the moment a watcher reads the event: on a loaded machine that can come
+// after the tick's CreateFleet for the pod, which then never counts.
+func markedAt(p *corev1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Now()
+}
+
 func isClosed(c chan struct{}) bool {
 	select {
 	case <-c:
@@ -83,7 +97,7 @@ func TestReactionTime(t *testing.T) {
 			}
 			mu.Lock()
 			if _, seen := marked[p.Name]; !seen {
-				marked[p.Name] = time.Now()
+				marked[p.Name] = markedAt(p)
 			}
 			mu.Unlock()
 		}
@@ -132,9 +146,11 @@ func TestReactionTime(t *testing.T) {
 	}
 	waitFor := func(what string, cond func() bool, state func() string) {
 		t.Helper()
-		// The bound only catches a stuck world: make test's own load (a
-		// load average of 20 on two cores) once took this wait past 3
-		// minutes, with what it lacked unreported.
+		// The bound only catches a stuck world. (Under make test's own
+		// load, a load average of 20 on two cores, this wait once ran out
+		// at 3 minutes, with what it lacked unreported; the marks were then
+		// the moments the watcher read them, which can come after the
+		// pod's CreateFleet.)
 		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 8*time.Minute, true, func(context.Context) (bool, error) {
 			return cond(), nil
 		}); err != nil {

@@ -276,9 +276,9 @@ func (d dashboard) views() []view {
 		},
 		{
 			// Published at every level (record.Alarmed).
-			title:   "Launch failures per EC2 error",
+			title:   "Launch failures per reason",
 			reads:   []string{launchFailuresMetric},
-			metrics: metrics(insights("SELECT SUM(%s) FROM SCHEMA(%s, capacity_type, reason, zone) GROUP BY reason", launchFailuresMetric, ns)),
+			metrics: metrics(insights("SELECT SUM(%s) FROM SCHEMA(%s, capacity_type, reason, zone, zone_id) GROUP BY reason", launchFailuresMetric, ns)),
 			groups:  controllers,
 			query: []string{
 				metricFilter(launchFailuresMetric),

@@ -2,7 +2,9 @@ package cloud
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -81,6 +83,48 @@ func fleetErr(code, it, zone, subnet string) ec2types.CreateFleetError {
 		LaunchTemplateAndOverrides: &ec2types.LaunchTemplateAndOverridesResponse{Overrides: o}}
 }
 
+// fleetErrMsg is a CreateFleet error of an override, with EC2's message.
+func fleetErrMsg(code, message, it, zone string) ec2types.CreateFleetError {
+	e := fleetErr(code, it, zone, "")
+	e.ErrorMessage = aws.String(message)
+	return e
+}
+
+// launchFailures reads LaunchFailuresMetric's series from what m would
+// write, by seriesKey of their dimensions.
+func launchFailures(t *testing.T, m *record.Metrics) map[string]float64 {
+	t.Helper()
+	var out strings.Builder
+	if err := m.Flush(&out, 0); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for line := range strings.Lines(out.String()) {
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(line), &doc); err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+		if doc["metric"] != LaunchFailuresMetric {
+			continue
+		}
+		dims := map[string]string{}
+		for _, k := range []string{"zone", "zone_id", "capacity_type", "reason"} {
+			v, ok := doc[k].(string)
+			if !ok {
+				t.Fatalf("%s without dimension %s: %s", LaunchFailuresMetric, k, line)
+			}
+			dims[k] = v
+		}
+		v, _ := doc[LaunchFailuresMetric].(float64)
+		got[seriesKey(dims)] += v
+	}
+	return got
+}
+
+func seriesKey(dims map[string]string) string {
+	return fmt.Sprintf("zone=%s zone_id=%s capacity_type=%s reason=%s", dims["zone"], dims["zone_id"], dims["capacity_type"], dims["reason"])
+}
+
 // confCloud is a Cloud without a cluster: capacity marks in a fake
 // ConfigMap store, events gathered.
 func confCloud(t *testing.T) (*Cloud, *k8sfake.Clientset) {
@@ -141,12 +185,7 @@ func confLaunch(t *testing.T, c *Cloud, api *fleetAPI, nc *karpv1.NodeClaim, v *
 		LaunchTemplates: []instance.LaunchTemplate{lt}, Subnets: launchSubnets(c.ice, v.nc),
 		ReservationID: resv.ReservationID, ReservationType: resv.ReservationType,
 	})
-	c.markSubnets(res.Errors)
-	if ct == wellknown.CapacityTypeReserved {
-		c.markReservationsFull(resv.ReservationID, res.Errors)
-	} else {
-		c.markUnavailable(nc, ct, res.Errors)
-	}
+	c.fleetErrors(nc, v.nc, ct, resv.ReservationID, res.Errors)
 	return ct, res, err
 }
 
@@ -278,14 +317,43 @@ func TestConformanceInstanceProviderLaunch(t *testing.T) {
 			t.Errorf("reservation takes %d more, want 1: throttling says nothing of its capacity", got)
 		}
 	})
-	metrics := "Open, not accepted (issue 27: Karpenter's metric labels carry over): Karpless counts karpenter_cloudprovider_instance_launch_failures_total (labels zone, capacity_type, reason: EC2's error code) for capacity errors only, without a zone_id label or Karpenter's reason classification (awserrors.ToReasonMessage); other CreateFleet errors (throttling, unknown codes) are counted in karpenter_cloudprovider_errors_total (method Create) and logged. A dashboard keyed on zone_id or on throttled launches per zone sees nothing from Karpless"
-	for _, spec := range []string{
-		"should emit a zone-dimensioned launch failure metric for each CreateFleet offering error",
-		"should record the generic launch failure reason and an empty zone_id for an unrecognized error in an unknown zone",
+	onDemand := karpv1.NodeSelectorRequirementWithMinValues{Key: wellknown.CapacityTypeLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{wellknown.CapacityTypeOnDemand}}
+	for _, tc := range []struct {
+		spec string
+		errs []ec2types.CreateFleetError
+		// dims are the one series the errors count in, want how often.
+		dims map[string]string
+		want float64
+	}{
+		{"should emit a zone-dimensioned launch failure metric for each CreateFleet offering error",
+			[]ec2types.CreateFleetError{
+				fleetErrMsg("RequestLimitExceeded", "Request limit exceeded.", "m5.large", "test-zone-1a"),
+				fleetErrMsg("RequestLimitExceeded", "Request limit exceeded.", "m5.2xlarge", "test-zone-1a"),
+			},
+			// zone_id is the class's subnet's: CreateFleet's errors do not carry it.
+			map[string]string{"zone": "test-zone-1a", "zone_id": "tstz1-1a", "capacity_type": wellknown.CapacityTypeOnDemand, "reason": "RequestLimitExceeded"}, 2},
+		{"should record the generic launch failure reason and an empty zone_id for an unrecognized error in an unknown zone",
+			[]ec2types.CreateFleetError{fleetErrMsg("SomeBrandNewEC2ErrorCode", "unexpected.", "m5.large", "unknown-zone-9z")},
+			map[string]string{"zone": "unknown-zone-9z", "zone_id": "", "capacity_type": wellknown.CapacityTypeOnDemand, "reason": "LaunchFailed"}, 1},
 	} {
-		cs := c(spec)
-		cs.Differs = metrics
-		conformance.Run(t, cs, func(*testing.T) {})
+		conformance.Run(t, c(tc.spec), func(t *testing.T) {
+			cl, _ := confCloud(t)
+			v := confView(twoZones, "m5.large", "m5.2xlarge")
+			for i, s := range v.nc.Status.Subnets {
+				v.nc.Status.Subnets[i].ZoneID = "tstz1-" + strings.TrimPrefix(s.Zone, "test-zone-")
+			}
+			api := &fleetAPI{errs: tc.errs}
+			if _, res, err := confLaunch(t, cl, api, confClaim(onDemand), v); err == nil || res.Instance != nil {
+				t.Fatalf("launch: %v %v, want an error and no instance", res.Instance, err)
+			}
+			got := launchFailures(t, cl.Metrics)
+			if got[seriesKey(tc.dims)] != tc.want {
+				t.Errorf("%s%v = %v, want %v (series: %v)", LaunchFailuresMetric, tc.dims, got[seriesKey(tc.dims)], tc.want, got)
+			}
+			if len(got) != 1 {
+				t.Errorf("%d series of %s, want only %v: %v", len(got), LaunchFailuresMetric, tc.dims, got)
+			}
+		})
 	}
 	for _, tc := range []struct {
 		entry    string

@@ -74,11 +74,7 @@ func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeC
 		// A tick died between CreateFleet and recording its result.
 		keep := existing[0]
 		if len(existing) > 1 {
-			var extra []string
-			for _, i := range existing[1:] {
-				extra = append(extra, i.ID)
-			}
-			if err := c.Instances.Terminate(ctx, extra...); err != nil {
+			if err := c.Instances.Delete(ctx, c.Metrics, existing[1:]...); err != nil {
 				return nil, failed.Count(MethodCreate, err)
 			}
 		}
@@ -138,12 +134,7 @@ func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeC
 			// An earlier call with this token was applied: not a failure.
 			failed.Count(MethodCreate, err)
 		}
-		c.markSubnets(res.Errors)
-		if capacityType == wellknown.CapacityTypeReserved {
-			c.markReservationsFull(reservation.ReservationID, res.Errors)
-		} else {
-			c.markUnavailable(nc, capacityType, res.Errors)
-		}
+		c.fleetErrors(nc, view.nc, capacityType, reservation.ReservationID, res.Errors)
 		if awserr.Code(err) != "InvalidLaunchTemplateName.NotFoundException" {
 			waits = 0 // EC2 listed this call's templates; the next may need new ones
 		}
@@ -246,6 +237,40 @@ func (c *Cloud) LaunchAll(ctx context.Context, claims []*karpv1.NodeClaim) error
 	return errors.Join(errs...)
 }
 
+// LaunchFailuresMetric is Karpenter's
+// karpenter_cloudprovider_instance_launch_failures_total: one for each error
+// a CreateFleet answer holds (one per offering it could not fill, so one
+// call may count several, in several zones), whatever the error and
+// whether or not the call launched an instance, as Karpenter counts them.
+// Its labels are Karpenter's: zone, zone_id (the zone's ID, read from the
+// class's subnets since CreateFleet's errors do not carry it; empty for a
+// zone the class has no subnet in), capacity_type and reason
+// (awserr.LaunchFailureReason).
+const LaunchFailuresMetric = "karpenter_cloudprovider_instance_launch_failures_total"
+
+// fleetErrors records what the errors of a CreateFleet answer say: each
+// counts in LaunchFailuresMetric; then subnets out of addresses, full
+// reservations (a reserved launch) or unavailable offerings (the others).
+func (c *Cloud) fleetErrors(nc *karpv1.NodeClaim, class *awsv1.EC2NodeClass, capacityType, reservationID string, errs []instance.FleetError) {
+	zoneIDs := map[string]string{}
+	for _, s := range class.Status.Subnets {
+		if s.ZoneID != "" {
+			zoneIDs[s.Zone] = s.ZoneID
+		}
+	}
+	for _, e := range errs {
+		c.Metrics.Count(LaunchFailuresMetric, 1, map[string]string{
+			"zone": e.Zone, "zone_id": zoneIDs[e.Zone], "capacity_type": capacityType, "reason": awserr.LaunchFailureReason(e.Code, e.Message),
+		})
+	}
+	c.markSubnets(errs)
+	if capacityType == wellknown.CapacityTypeReserved {
+		c.markReservationsFull(reservationID, errs)
+	} else {
+		c.markUnavailable(nc, capacityType, errs)
+	}
+}
+
 // markUnavailable records the capacity errors of a fleet answer.
 func (c *Cloud) markUnavailable(nc *karpv1.NodeClaim, capacityType string, errs []instance.FleetError) {
 	slr := false
@@ -255,10 +280,7 @@ func (c *Cloud) markUnavailable(nc *karpv1.NodeClaim, capacityType string, errs 
 			slr = true
 		case e.InstanceType != "" && e.Zone != "" && awserr.IsCapacityCode(e.Code):
 			c.ice.Mark(capacityType, e.InstanceType, e.Zone, e.Code)
-		default:
-			continue
 		}
-		c.Metrics.Count("karpenter_cloudprovider_instance_launch_failures_total", 1, map[string]string{"zone": e.Zone, "capacity_type": capacityType, "reason": e.Code})
 	}
 	if slr {
 		// No spot launch can succeed until someone creates the role: take

@@ -93,7 +93,6 @@ func (c *Cloud) markReservationsFull(id string, errs []instance.FleetError) {
 			if e.InstanceType != "" && e.Zone != "" {
 				c.ice.Mark(wellknown.CapacityTypeReserved, e.InstanceType, e.Zone, e.Code)
 			}
-			c.Metrics.Count("karpenter_cloudprovider_instance_launch_failures_total", 1, map[string]string{"zone": e.Zone, "capacity_type": wellknown.CapacityTypeReserved, "reason": e.Code})
 			c.Log.Info("capacity reservation unavailable", "reservation", id, "code", e.Code)
 			return
 		}

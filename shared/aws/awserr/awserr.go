@@ -94,3 +94,55 @@ func IsUnauthorized(err error) bool {
 	}
 	return false
 }
+
+// LaunchFailureReason is the reason Karpenter gives a failed launch
+// (awserrors.ToReasonMessage, the reason label of
+// karpenter_cloudprovider_instance_launch_failures_total): a well-known
+// class read from the error's code and message, in Karpenter's order (the
+// first that matches wins), else "LaunchFailed". Karpenter matches the text
+// "<code>: <message>" by substring, and so does this, so that a dashboard
+// built on its reasons sees the same ones: capacity errors such as
+// InsufficientInstanceCapacity have no class of their own there, and are
+// LaunchFailed too.
+func LaunchFailureReason(code, message string) string {
+	text := code + ": " + message
+	has := func(s string) bool { return strings.Contains(text, s) }
+	switch {
+	case has("AuthFailure.ServiceLinkedRoleCreationNotPermitted"):
+		return "SpotSLRCreationFailed"
+	case has("UnauthorizedOperation") || has("AccessDenied") || has("AuthFailure"):
+		if has("Not authorized for images") && !has("with an explicit deny in a permissions boundary") && !has("with an explicit deny in a service control policy") {
+			return "AMIAuthorizationFailure"
+		}
+		return "Unauthorized"
+	case has("InvalidParameter") && has("belong to different networks"):
+		return "SecurityGroupSubnetVPCMismatch"
+	case has("iamInstanceProfile.name is invalid"):
+		return "InstanceProfileNameInvalid"
+	case has("InvalidLaunchTemplateId.NotFound"):
+		return "LaunchTemplateNotFound"
+	case has("User data is limited to"):
+		return "UserDataSizeLimitExceeded"
+	case has("InvalidAMIID.Malformed"):
+		return "InvalidAMIID"
+	case has("InvalidAMIID.NotFound"):
+		return "AMINotFound"
+	case has("RequestLimitExceeded"):
+		return "RequestLimitExceeded"
+	case has("InternalError"):
+		return "InternalError"
+	case has("not eligible for Free Tier"):
+		return "FreeTierIneligible"
+	case has("MaxFleetCountExceeded"):
+		return "FleetQuotaExceeded"
+	case has("PendingVerification"):
+		return "AccountPendingVerification"
+	case has("MaxSpotInstanceCountExceeded"):
+		return "SpotQuotaExceeded"
+	case has("VcpuLimitExceeded"):
+		return "VCPULimitExceeded"
+	case has("InsufficientFreeAddressesInSubnet"):
+		return "InsufficientFreeAddressesInSubnet"
+	}
+	return "LaunchFailed"
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -26,6 +27,17 @@ type confEC2 struct {
 	instances map[string]ec2types.Instance
 	fleets    []*ec2.CreateFleetInput
 	out       *ec2.CreateFleetOutput
+	// terminateErr fails every TerminateInstances; terminations counts them.
+	terminateErr error
+	terminations int
+}
+
+func (f *confEC2) TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {
+	f.terminations++
+	if f.terminateErr != nil {
+		return nil, f.terminateErr
+	}
+	return &ec2.TerminateInstancesOutput{}, nil
 }
 
 func (f *confEC2) DescribeSubnets(ctx context.Context, in *ec2.DescribeSubnetsInput, o ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error) {
@@ -232,9 +244,40 @@ func TestConformanceInstanceProvider(t *testing.T) {
 			t.Errorf("%d CreateTags calls, want 1", api.calls)
 		}
 	})
-	cs := c("Zonal Shift > should emit a zone-dimensioned termination failure metric when TerminateInstances errors")
-	cs.Differs = "Open, not accepted (issue 27: Karpenter's metric names carry over): Karpless has no karpenter_cloudprovider_instance_termination_failures_total: a failed TerminateInstances is counted in karpenter_cloudprovider_errors_total (method Delete, no zone dimension) and retried on the next pass"
-	conformance.Run(t, cs, func(*testing.T) {})
+	conformance.Run(t, c("Zonal Shift > should emit a zone-dimensioned termination failure metric when TerminateInstances errors"), func(t *testing.T) {
+		api := &confEC2{instances: map[string]ec2types.Instance{"i-1b": {
+			InstanceId: aws.String("i-1b"), InstanceType: "m5.large", State: &ec2types.InstanceState{Name: ec2types.InstanceStateNameRunning},
+			Placement: &ec2types.Placement{AvailabilityZone: aws.String("test-zone-1b"), AvailabilityZoneId: aws.String("tstz1-1b")},
+		}}, terminateErr: &smithy.GenericAPIError{Code: "RequestLimitExceeded", Message: "Request limit exceeded."}}
+		p := NewProvider(api, "demo")
+		inst, err := p.Get(ctx, "i-1b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		failures := counter{}
+		if err := p.Delete(ctx, failures, *inst); err == nil {
+			t.Fatal("delete succeeded; want TerminateInstances's error")
+		}
+		if api.terminations == 0 {
+			t.Fatal("TerminateInstances was not called")
+		}
+		// Once, whatever the calls: the instance's zone and zone ID.
+		want := counter{TerminationFailuresMetric + " zone=test-zone-1b zone_id=tstz1-1b": 1}
+		if !maps.Equal(failures, want) {
+			t.Errorf("counted %v, want %v", failures, want)
+		}
+	})
+}
+
+// counter is a Counter that keeps its counts by name and dimensions.
+type counter map[string]float64
+
+func (c counter) Count(name string, v float64, dims map[string]string) {
+	keys := slices.Sorted(maps.Keys(dims))
+	for _, k := range keys {
+		name += " " + k + "=" + dims[k]
+	}
+	c[name] += v
 }
 
 type tagEC2 struct {

@@ -43,9 +43,12 @@ const MaxInstanceTypes = scheduling.MaxLaunchTypes
 
 // Instance is an EC2 instance, as plain data.
 type Instance struct {
-	ID           string
-	Type         string
-	Zone         string
+	ID   string
+	Type string
+	Zone string
+	// ZoneID is the zone's ID (use1-az1), which names the same place in
+	// every account.
+	ZoneID       string
 	CapacityType string
 	State        string
 	ImageID      string
@@ -467,6 +470,7 @@ func fromEC2(i ec2types.Instance) Instance {
 	}
 	if i.Placement != nil {
 		inst.Zone = aws.ToString(i.Placement.AvailabilityZone)
+		inst.ZoneID = aws.ToString(i.Placement.AvailabilityZoneId)
 		inst.Tenancy = string(i.Placement.Tenancy)
 	}
 	inst.Tenancy = tenancy(inst.Tenancy)
@@ -506,6 +510,36 @@ func (p *Provider) Terminate(ctx context.Context, ids ...string) error {
 		return fmt.Errorf("terminating %s: %w", strings.Join(ids, ","), err)
 	}
 	return nil
+}
+
+// TerminationFailuresMetric is Karpenter's
+// karpenter_cloudprovider_instance_termination_failures_total: a
+// TerminateInstances that failed, once for each instance it was for,
+// labelled with the instance's zone and zone_id.
+const TerminationFailuresMetric = "karpenter_cloudprovider_instance_termination_failures_total"
+
+// Counter counts figures by name and dimensions (record.Metrics does).
+type Counter interface {
+	Count(name string, v float64, dims map[string]string)
+}
+
+// Delete terminates instances read from EC2 (Get, List, ForNodeClaim), as
+// Terminate. When TerminateInstances fails, each is counted once in
+// TerminationFailuresMetric on failures (nil counts nothing), by the zone
+// it was read in, as Karpenter's Delete counts its failed call; an
+// instance already gone is not a failure.
+func (p *Provider) Delete(ctx context.Context, failures Counter, insts ...Instance) error {
+	ids := make([]string, len(insts))
+	for i, inst := range insts {
+		ids[i] = inst.ID
+	}
+	err := p.Terminate(ctx, ids...)
+	if err != nil && failures != nil {
+		for _, inst := range insts {
+			failures.Count(TerminationFailuresMetric, 1, map[string]string{"zone": inst.Zone, "zone_id": inst.ZoneID})
+		}
+	}
+	return err
 }
 
 // Tag adds tags to an instance (idempotent).

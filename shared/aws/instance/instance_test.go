@@ -2,12 +2,15 @@ package instance
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
 )
 
 type fakeEC2 struct {
@@ -165,6 +168,42 @@ func TestCreateTenancyAndErrorSubnets(t *testing.T) {
 			}
 			if len(res.Errors) != 1 || res.Errors[0].Subnet != "subnet-a1" || res.Errors[0].Zone != "us-west-2a" {
 				t.Errorf("errors %+v, want one naming subnet-a1", res.Errors)
+			}
+		})
+	}
+}
+
+// TestDeleteCountsFailures: a failed TerminateInstances counts once per
+// instance it was for, by zone and zone ID; an instance already gone, or
+// a call that succeeded, counts nothing; a nil counter is allowed.
+func TestDeleteCountsFailures(t *testing.T) {
+	a := Instance{ID: "i-a", Zone: "us-west-2a", ZoneID: "usw2-az1"}
+	b := Instance{ID: "i-b", Zone: "us-west-2b", ZoneID: "usw2-az2"}
+	for name, tc := range map[string]struct {
+		err     error
+		wantErr bool
+		want    counter
+	}{
+		"succeeded":     {nil, false, counter{}},
+		"already gone":  {&smithy.GenericAPIError{Code: "InvalidInstanceID.NotFound"}, false, counter{}},
+		"throttled":     {&smithy.GenericAPIError{Code: "RequestLimitExceeded"}, true, counter{TerminationFailuresMetric + " zone=us-west-2a zone_id=usw2-az1": 1, TerminationFailuresMetric + " zone=us-west-2b zone_id=usw2-az2": 1}},
+		"unknown error": {errors.New("connection reset"), true, counter{TerminationFailuresMetric + " zone=us-west-2a zone_id=usw2-az1": 1, TerminationFailuresMetric + " zone=us-west-2b zone_id=usw2-az2": 1}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			api := &confEC2{terminateErr: tc.err}
+			got := counter{}
+			p := NewProvider(api, "demo")
+			if err := p.Delete(context.Background(), got, a, b); (err != nil) != tc.wantErr {
+				t.Fatalf("delete: %v, want an error: %v", err, tc.wantErr)
+			}
+			if api.terminations != 1 {
+				t.Errorf("%d TerminateInstances calls, want 1 for both", api.terminations)
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("counted %v, want %v", got, tc.want)
+			}
+			if err := p.Delete(context.Background(), nil, a); (err != nil) != tc.wantErr {
+				t.Errorf("delete without a counter: %v", err)
 			}
 		})
 	}

@@ -34,7 +34,7 @@ func (l Level) Extracts(name string) bool {
 //   - karpless_catalog_fallback: the build's catalog stands in for the
 //     region's; written only while it does.
 //   - karpenter_cloudprovider_instance_launch_failures_total: the launch
-//     failures alarm; written only when CreateFleet fails.
+//     failures alarm; written only when CreateFleet reports errors.
 //   - karpenter_voluntary_disruption_queue_failures_total: the abandoned
 //     disruption commands alarm; written only when one is abandoned.
 //   - karpless_paused: 1 from each tick that found the pause switch on
@@ -43,9 +43,10 @@ func (l Level) Extracts(name string) bool {
 // Every other figure is extracted at Full only, among them those a
 // healthy cluster writes every tick (karpenter_nodepools_usage and
 // karpenter_nodepools_limit, several series per NodePool) and
-// karpenter_cloudprovider_errors_total, written only on failure but read
-// by no alarm: a failing EC2 call fails its tick, which alarm 1 (the
-// functions' Errors) watches.
+// karpenter_cloudprovider_errors_total and
+// karpenter_cloudprovider_instance_termination_failures_total, written
+// only on failure but read by no alarm: a failing EC2 call fails its
+// tick, which alarm 1 (the functions' Errors) watches.
 func Alarmed(name string) bool {
 	return slices.Contains(AlarmedMetrics(), name)
 }

@@ -36,7 +36,9 @@ import (
 // Instances is the EC2 side of garbage collection.
 type Instances interface {
 	Get(ctx context.Context, id string) (*instance.Instance, error)
-	Terminate(ctx context.Context, ids ...string) error
+	// Delete terminates instances, a failure counted on failures
+	// (instance.Provider.Delete).
+	Delete(ctx context.Context, failures instance.Counter, insts ...instance.Instance) error
 }
 
 // Templates deletes launch templates nothing needs (launchtemplate.Provider).
@@ -94,6 +96,7 @@ func (c *Collector) Run(ctx context.Context, snap *cluster.Snapshot, snapTime ti
 
 	// 1. Instances no NodeClaim accounts for.
 	var orphans []string
+	var orphaned []instance.Instance
 	for _, i := range live {
 		if i.State == "shutting-down" || i.State == "terminated" || !i.LaunchTime.Before(snapTime.Add(-grace)) {
 			continue
@@ -109,9 +112,10 @@ func (c *Collector) Run(ctx context.Context, snap *cluster.Snapshot, snapTime ti
 			}
 		}
 		orphans = append(orphans, i.ID)
+		orphaned = append(orphaned, i)
 	}
 	if len(orphans) > 0 {
-		if err := c.Instances.Terminate(ctx, orphans...); err != nil {
+		if err := c.Instances.Delete(ctx, c.Metrics, orphaned...); err != nil {
 			cloud.Errors{Metrics: c.Metrics, Controller: cloud.ControllerInstanceGC}.Count(cloud.MethodDelete, err)
 			errs = append(errs, fmt.Errorf("terminating instances without a nodeclaim: %w", err))
 		} else {

@@ -42,8 +42,10 @@ func (f *fakeInstances) Get(_ context.Context, id string) (*instance.Instance, e
 	return &i, nil
 }
 
-func (f *fakeInstances) Terminate(_ context.Context, ids ...string) error {
-	f.terminated = append(f.terminated, ids...)
+func (f *fakeInstances) Delete(_ context.Context, _ instance.Counter, insts ...instance.Instance) error {
+	for _, i := range insts {
+		f.terminated = append(f.terminated, i.ID)
+	}
 	return nil
 }
 

@@ -29,17 +29,20 @@ type InstanceReader interface {
 	Get(ctx context.Context, id string) (*instance.Instance, error)
 }
 
-// InstanceTerminator is InstanceReader plus termination.
+// InstanceTerminator is InstanceReader plus termination (a failed
+// TerminateInstances counted on failures, see instance.Provider.Delete).
 type InstanceTerminator interface {
 	InstanceReader
-	Terminate(ctx context.Context, ids ...string) error
+	Delete(ctx context.Context, failures instance.Counter, insts ...instance.Instance) error
 }
 
 // TerminateInstances terminates whatever instance the claim has, found by
 // its provider ID and by its tag, and returns the ones not confirmed gone
 // yet (terminated, or missing from EC2 for timing.NotFoundPatience), with how many
 // termination requests it sent. The claim's finalizer may go only once the
-// list is empty. A failed EC2 call counts in failed as Karpenter's Delete.
+// list is empty. A failed EC2 call counts in failed as Karpenter's Delete,
+// and a failed TerminateInstances also in
+// instance.TerminationFailuresMetric, by the instance's zone.
 func TerminateInstances(ctx context.Context, k *kube.Clients, api InstanceTerminator, clk clock.PassiveClock, nc *karpv1.NodeClaim, failed cloud.Errors) (waiting []string, sent int, err error) {
 	ids := map[string]bool{}
 	if id := wellknown.InstanceIDFromProviderID(nc.Status.ProviderID); id != "" {
@@ -67,7 +70,7 @@ func TerminateInstances(ctx context.Context, k *kube.Clients, api InstanceTermin
 		}
 		waiting = append(waiting, id)
 		if inst.State != "shutting-down" {
-			if err := api.Terminate(ctx, id); err != nil {
+			if err := api.Delete(ctx, failed.Metrics, *inst); err != nil {
 				return nil, sent, failed.Count(cloud.MethodDelete, err)
 			}
 			sent++

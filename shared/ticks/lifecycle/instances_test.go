@@ -41,10 +41,10 @@ func (f *ec2View) Get(_ context.Context, id string) (*instance.Instance, error) 
 	return &instance.Instance{ID: id, State: s}, nil
 }
 
-func (f *ec2View) Terminate(_ context.Context, ids ...string) error {
-	f.terminated = append(f.terminated, ids...)
-	for _, id := range ids {
-		f.known[id] = "shutting-down"
+func (f *ec2View) Delete(_ context.Context, _ instance.Counter, insts ...instance.Instance) error {
+	for _, i := range insts {
+		f.terminated = append(f.terminated, i.ID)
+		f.known[i.ID] = "shutting-down"
 	}
 	return nil
 }

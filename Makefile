@@ -266,7 +266,8 @@ cdk-pin:
 ## run is about 3 h of CPU (far more wall time on a busy machine); a subset:
 ## make bench BENCH_ARGS='-cases getting-started -mixes karpenter -sizes 1000,5000'
 ## (about 10 min of CPU). The last line is
-## speedup-vs-karpenter=<smallest at 5,000 pods> cost-ratio=<largest>.
+## speedup-vs-karpenter=<smallest at 5,000 pods> cost-ratio=<largest>
+## gap=<largest plan / LP lower bound> (bench/bound; docs/bench.md).
 bench: kube
 	$(GO) test ./shared/core/scheduling -run '^$$' -bench Solve -benchmem -cpu 1 -benchtime 3x
 	KARPLESS_REQUIRE_KUBE=1 $(GO) test ./shared/kube/snapshot -run '^$$' -bench SnapshotAtScale -benchtime 3x

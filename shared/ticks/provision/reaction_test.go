@@ -168,15 +168,30 @@ func TestReactionTime(t *testing.T) {
 			names = append(names, p.Name)
 		}
 	}
+	// bound are the burst pods on a node. A pod the watcher never saw
+	// marked (one run beside two busy loops: 1 of 15, with a claim for
+	// every pod) is served when it is bound; it has no delay to report.
+	bound := func() map[string]bool {
+		out := map[string]bool{}
+		for _, p := range w.ListPods() {
+			if p.Spec.NodeName != "" {
+				out[p.Name] = true
+			}
+		}
+		return out
+	}
 	waitFor("every burst pod marked unschedulable and launched for by the running tick", func() bool {
 		// A claim per pod (each needs a node of its own), so a retry of
 		// an earlier launch is not taken for the tick's reaction to a pod.
 		if len(w.Claims()) < 1+len(names) {
 			return false
 		}
-		got := firstFleets()
+		got, on := firstFleets(), bound()
+		mu.Lock()
+		defer mu.Unlock()
 		for _, n := range names {
-			if _, ok := got[n]; !ok {
+			_, isMarked := marked[n]
+			if _, ok := got[n]; isMarked && !ok || !isMarked && !on[n] {
 				return false
 			}
 		}
@@ -207,15 +222,23 @@ func TestReactionTime(t *testing.T) {
 
 	var delays []time.Duration
 	got := firstFleets()
+	unmarked := 0
 	for _, n := range names {
-		delays = append(delays, got[n])
+		if d, ok := got[n]; ok {
+			delays = append(delays, d)
+		} else {
+			unmarked++
+		}
+	}
+	if len(delays) == 0 {
+		t.Fatalf("no burst pod was seen marked unschedulable: nothing measured")
 	}
 	if busy.Skipped != "" {
 		t.Fatalf("the busy tick stood aside with the lease free: %s", busy.Skipped)
 	}
 	med, p99 := percentile(delays, 0.5), percentile(delays, 0.99)
-	t.Logf("unschedulable -> CreateFleet over %d pods: median %s, p99 %s (batch idle %s, max %s)",
-		len(delays), med.Round(time.Millisecond), p99.Round(time.Millisecond), timing.DefaultBatchIdle, timing.DefaultBatchMax)
+	t.Logf("unschedulable -> CreateFleet over %d pods (%d bound before the watcher saw a mark): median %s, p99 %s (batch idle %s, max %s)",
+		len(delays), unmarked, med.Round(time.Millisecond), p99.Round(time.Millisecond), timing.DefaultBatchIdle, timing.DefaultBatchMax)
 	idleMed := percentile(idle, 0.5)
 	t.Logf("idle tick: median %s -> %.1f Lambda-seconds per hour at one tick a minute", idleMed.Round(time.Millisecond), idleMed.Seconds()*60)
 	// The reaction's figures are reported, not asserted: how fast a loaded

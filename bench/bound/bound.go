@@ -185,39 +185,33 @@ func (v nodeView) values(key string) (vals []string, known bool) {
 // holds reports whether a node of the kind can meet the expression; an
 // unknown label is taken to meet it, which only lowers the bound.
 func (v nodeView) holds(key string, op corev1.NodeSelectorOperator, vals []string) bool {
-	have, known := v.values(key)
-	if !known {
-		return true
-	}
-	r := scheduling.NewRequirement(key, op, vals...)
-	if len(have) == 0 {
-		return r.Matches("", false)
-	}
-	for _, h := range have {
-		if r.Matches(h, true) {
-			return true
-		}
-	}
-	return false
+	return v.meets(key, op, vals, false)
 }
 
 // certain reports whether every node of the kind meets the expression
-// (used for DaemonSets: only those certain to run are counted).
+// (used for DaemonSets: only those certain to run are counted); an
+// unknown label is not.
 func (v nodeView) certain(key string, op corev1.NodeSelectorOperator, vals []string) bool {
+	return v.meets(key, op, vals, true)
+}
+
+// meets matches the kind's values of key against the expression: one
+// value matching is enough, or, with every, all of them must.
+func (v nodeView) meets(key string, op corev1.NodeSelectorOperator, vals []string, every bool) bool {
 	have, known := v.values(key)
 	if !known {
-		return false
+		return !every
 	}
 	r := scheduling.NewRequirement(key, op, vals...)
 	if len(have) == 0 {
 		return r.Matches("", false)
 	}
 	for _, h := range have {
-		if !r.Matches(h, true) {
-			return false
+		if r.Matches(h, true) != every {
+			return !every
 		}
 	}
-	return true
+	return every
 }
 
 // columns are the node kinds: every (NodePool, instance type) the pool's

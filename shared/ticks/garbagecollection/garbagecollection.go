@@ -95,7 +95,6 @@ func (c *Collector) Run(ctx context.Context, snap *cluster.Snapshot, snapTime ti
 	}
 
 	// 1. Instances no NodeClaim accounts for.
-	var orphans []string
 	var orphaned []instance.Instance
 	for _, i := range live {
 		if i.State == "shutting-down" || i.State == "terminated" || !i.LaunchTime.Before(snapTime.Add(-grace)) {
@@ -111,8 +110,11 @@ func (c *Collector) Run(ctx context.Context, snap *cluster.Snapshot, snapTime ti
 				continue
 			}
 		}
-		orphans = append(orphans, i.ID)
 		orphaned = append(orphaned, i)
+	}
+	orphans := make([]string, len(orphaned))
+	for k, i := range orphaned {
+		orphans[k] = i.ID
 	}
 	if len(orphans) > 0 {
 		if err := c.Instances.Delete(ctx, c.Metrics, orphaned...); err != nil {

@@ -5,6 +5,8 @@ package controlplane
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -79,6 +81,8 @@ type Cluster struct {
 	extraArgs map[string][]string
 	// env is added to the environment of every Kubernetes component.
 	env []string
+	// etcdURL and etcdMember are this start's etcd and its member name.
+	etcdURL, etcdMember string
 }
 
 type process struct {
@@ -254,11 +258,14 @@ func start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 
 	t0 := time.Now()
+	// A name of this start's own: the check below tells this etcd from
+	// another control plane's that got the same port (see ownEtcd).
+	member := "karpless-" + rand.Text()
 	if err := c.spawn(cfg.BinDir, logs, "etcd",
-		"--name=local", "--data-dir="+filepath.Join(c.Dir, "etcd"),
+		"--name="+member, "--data-dir="+filepath.Join(c.Dir, "etcd"),
 		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
-		"--initial-cluster=local="+peerURL,
+		"--initial-cluster="+member+"="+peerURL,
 		"--unsafe-no-fsync", "--quota-backend-bytes=2147483648", "--log-level=warn",
 		// One member has no peers to heartbeat: a slower raft tick cuts an
 		// idle etcd's CPU by a fifth (1.50 to 1.16 CPU-s a minute,
@@ -267,7 +274,8 @@ func start(ctx context.Context, cfg Config) (*Cluster, error) {
 	); err != nil {
 		return nil, err
 	}
-	if err := c.waitHTTP(ctx, "etcd", etcdURL+"/health", nil, 30*time.Second); err != nil {
+	c.etcdURL, c.etcdMember = etcdURL, member
+	if err := c.wait(ctx, "etcd", etcdURL, 30*time.Second, func() bool { return ownEtcd(etcdURL, member) }); err != nil {
 		return nil, err
 	}
 	if err := c.spawn(cfg.BinDir, logs, "kube-apiserver",
@@ -420,18 +428,57 @@ func (c *Cluster) exited(name string) error {
 	return nil
 }
 
+// ownEtcd reports whether the etcd answering at url is the member named
+// member. Two test binaries start control planes at once: the free ports
+// one found may be given to the other's etcd a moment later, and this
+// etcd, failing to bind, takes a while to exit. A bare health check would
+// pass on the other's etcd, and two API servers would then share one store
+// (CI, 2026-11-29: one test's nodes seen by another). etcd's JSON gateway
+// lists members by name; a start's name is its own.
+func ownEtcd(url, member string) bool {
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Post(url+"/v3/cluster/member/list", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Members []struct {
+			Name string `json:"name"`
+		} `json:"members"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&list) != nil {
+		return false
+	}
+	for _, m := range list.Members {
+		if m.Name == member {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *Cluster) waitHTTP(ctx context.Context, name, url string, client *http.Client, timeout time.Duration) error {
 	if client == nil {
 		client = &http.Client{Timeout: 2 * time.Second}
 	}
+	return c.wait(ctx, name, url, timeout, func() bool {
+		resp, err := client.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// wait polls ready until it holds, the component exits (its log's end is
+// the error, so Start can see a port taken) or the timeout passes.
+func (c *Cluster) wait(ctx context.Context, name, url string, timeout time.Duration, ready func() bool) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if ready() {
+			return nil
 		}
 		if err := c.exited(name); err != nil {
 			return err

@@ -29,7 +29,10 @@
 // Pods are tried largest first (cpu, then memory, then age, then UID), each
 // on existing nodes first (real nodes before in-flight claims, by name), then
 // on NodeClaims opened earlier in the solve, then on a new NodeClaim from
-// the highest-weight NodePool that can take it. A pod that fits nowhere has
+// the highest-weight NodePool that can take it (or on an open claim grown
+// to a bigger type, when that costs no more than a new claim; see Solve for
+// the second growth rule a provisioning solve also tries, keeping the
+// cheaper plan). A pod that fits nowhere has
 // its preferences relaxed one at a time in Karpenter's order (extra required
 // node-affinity terms, preferred pod affinity, preferred pod anti-affinity,
 // preferred node affinity, ScheduleAnyway spreads, PreferNoSchedule taints)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 
@@ -49,6 +50,11 @@ type hostCheck struct {
 }
 
 type solver struct {
+	// fill makes phase two grow a claim when that buys room for the
+	// queued pods at a lower price per pod than a new claim (growsCheaper);
+	// left is how many pods wait in the queue behind the one being placed.
+	fill bool
+	left int
 	// minShort are the minValues keys the last failed check fell short
 	// of (for diagnose).
 	minShort  []string
@@ -111,10 +117,67 @@ type solver struct {
 // Solve places a batch of pending pods: on existing nodes and in-flight
 // NodeClaims first, then on new NodeClaims from the NodePools by weight. It
 // is a pure function of the snapshot: same input, same output.
+//
+// A provisioning solve that opens several NodeClaims runs a second time
+// with the other growth rule (solver.fill), and the plan that places more
+// pods, then costs less, is kept. Neither rule wins on every batch (bench/,
+// docs/bench.md): one pod's marginal price favours the smallest new node
+// again and again, each paying its DaemonSets; room for the queue favours
+// big nodes, whose last size step is paid in full.
 func Solve(snap *Snapshot, opts Options) *Results {
+	return solveBoth(snap, opts, false)
+}
+
+// solveBoth is Solve; noProbes makes phase one evaluate every candidate
+// (tests check that the probes change nothing).
+func solveBoth(snap *Snapshot, opts Options, noProbes bool) *Results {
 	s := newSolver(snap, opts)
+	s.noProbes = noProbes
 	s.run()
+	if opts.MaxNewNodeClaims >= 0 || len(s.claims) < 2 || len(s.pods) > fillMaxPods {
+		return s.results()
+	}
+	f := newSolver(snap, opts)
+	f.noProbes, f.fill = noProbes, true
+	f.run()
+	if f.beats(s) {
+		return f.results()
+	}
 	return s.results()
+}
+
+// fillMaxPods is the largest batch solved with both growth rules: the
+// second solve about doubles the CPU, and the 50,000-pod solve must stay
+// under 3 s of it (2.4 s with one rule, 2026-11-26).
+const fillMaxPods = 20000
+
+// beats reports whether this solve's plan places more pods than o's, or
+// as many for less, by the claims' prices as the solve keeps them (the
+// type each would launch, credits included): the losing plan is never
+// finalized.
+func (s *solver) beats(o *solver) bool {
+	if a, b := s.unplaced(), o.unplaced(); a != b {
+		return a < b
+	}
+	return s.claimsHourly() < o.claimsHourly()*(1-1e-9)
+}
+
+func (s *solver) unplaced() int {
+	n := 0
+	for _, p := range s.pods {
+		if !p.placed {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *solver) claimsHourly() float64 {
+	total := 0.0
+	for _, c := range s.claims {
+		total += c.price
+	}
+	return total
 }
 
 func newSolver(snap *Snapshot, opts Options) *solver {
@@ -437,6 +500,7 @@ func (s *solver) run() {
 			break
 		}
 		queue = queue[1:]
+		s.left = len(queue)
 		if s.trySchedule(p) {
 			p.placed = true
 			continue
@@ -538,7 +602,11 @@ func (s *solver) place(p *podState) bool {
 			bestC, bestDelta = i, d
 		}
 	}
-	if newT == nil || (bestC >= 0 && bestDelta <= newPrice) {
+	grow := bestC >= 0 && bestDelta <= newPrice
+	if !grow && s.fill && bestC >= 0 && newT != nil {
+		grow = s.growsCheaper(p, s.claims[bestC], newT)
+	}
+	if newT == nil || grow {
 		if bestC < 0 && newT == nil {
 			// Phase three: any open claim at all, cheapest growth first.
 			for i, c := range s.claims {
@@ -562,6 +630,62 @@ func (s *solver) place(p *podState) bool {
 	s.evalClaim(f, p, &ev)
 	s.openClaim(newT, p, &ev)
 	return true
+}
+
+// growsCheaper reports whether growing claim c (to a type costing delta
+// $/h more) buys room for the pods still queued at a lower price per pod
+// than a new claim of template t: one pod's marginal price favours the
+// smallest new node again and again, and every node pays its DaemonSets.
+// Room is counted in copies of p, at most the pods left to place, and a
+// burstable type's price per pod is at its best number of copies, credits
+// included (a t4g.small holds one 300m pod at its baseline, six above it).
+func (s *solver) growsCheaper(p *podState, c *claim, t *template) bool {
+	var ev claimEval
+	if !s.evalClaim(c, p, &ev) {
+		return false
+	}
+	limit := int64(s.left) + 1
+	grown := c.t.types[ev.order.idx[ev.pick]]
+	room := s.scratchReq
+	for i := range room {
+		room[i] = grown.alloc[i] - c.req[i]
+	}
+	growPer := perPod(c.t, grown, ev.order.price[ev.pick]-c.price, c.req[dimCPU], p.req, copies(room, p.req, limit))
+	f := s.freshClaim(t)
+	if !s.evalClaim(f, p, &ev) {
+		return false
+	}
+	fresh := t.types[ev.order.idx[ev.pick]]
+	newPer := perPod(t, fresh, ev.order.price[ev.pick], 0, p.req, copies(fresh.alloc, p.req, limit))
+	return growPer <= newPer
+}
+
+// perPod is the lowest $/h per copy of req, for 1..n copies, of paying
+// fixed plus the credits type tt spends with baseCPU millicores of pods and
+// the copies on it (burstable types); +Inf for no copies.
+func perPod(t *template, tt *tType, fixed float64, baseCPU int64, req []int64, n int64) float64 {
+	if n <= 0 {
+		return math.Inf(1)
+	}
+	if !tt.credits.burstable() {
+		return fixed / float64(n)
+	}
+	best := math.Inf(1)
+	for k := int64(1); k <= n; k++ {
+		best = min(best, (fixed+t.creditsAt(tt, baseCPU+k*req[dimCPU]))/float64(k))
+	}
+	return best
+}
+
+// copies is how many requests req fit in room, at most limit.
+func copies(room, req []int64, limit int64) int64 {
+	n := limit
+	for i, r := range req {
+		if r > 0 {
+			n = min(n, room[i]/r)
+		}
+	}
+	return n
 }
 
 // bestNewClaim returns the NodePool of the highest weight that can take the

@@ -191,7 +191,7 @@ func TestResolveNothingMatches(t *testing.T) {
 		"AMIsReady":            `AMINotFound: no available AMIs match amiSelectorTerms [{"tags":{"golden":"yes"}}]`,
 		"InstanceProfileReady": `RoleNotFound: role "NoSuchRole" (spec.role) does not exist`,
 		"ValidationSucceeded":  `DependenciesNotReady: waiting for SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady`,
-		"Ready":                `NotReady: SubnetsReady=False (no subnets match`,
+		"Ready":                `UnhealthyDependents: SubnetsReady=False, SecurityGroupsReady=False, AMIsReady=False, InstanceProfileReady=False, ValidationSucceeded=False`,
 	} {
 		c := cond(st, typ)
 		if c.Status != metav1.ConditionFalse || !strings.HasPrefix(c.Reason+": "+c.Message, want) {
@@ -500,7 +500,7 @@ func TestValidationRejectsRestrictedTagsAndRunsHook(t *testing.T) {
 	if c := cond(st, "ValidationSucceeded"); c.Reason != "UserDataSizeLimitExceeded" || c.Status != metav1.ConditionFalse {
 		t.Fatalf("%+v", c)
 	}
-	if c := cond(st, "Ready"); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "ValidationSucceeded=False (user data is 20000 bytes)") {
+	if c := cond(st, "Ready"); c.Status != metav1.ConditionFalse || c.Reason != ReasonUnhealthyDependents || c.Message != "ValidationSucceeded=False" {
 		t.Fatalf("%+v", c)
 	}
 }

@@ -97,3 +97,14 @@ func TestConformanceNodeClassHash(t *testing.T) {
 		}
 	})
 }
+
+// TestHashCABundleWhitespace: the same CA, base64 wrapped or not, is the
+// same hash, so a change of where the CA is read from drifts no node.
+func TestHashCABundleWhitespace(t *testing.T) {
+	if Hash(customClass(), "Y2Fj\nYWM=\n") != Hash(customClass(), "Y2FjYWM=") {
+		t.Error("a wrapped CA bundle changes the hash")
+	}
+	if Hash(customClass(), "Y2FjYWM=") == Hash(customClass(), "") {
+		t.Error("the CA bundle does not change the hash")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,7 +51,9 @@ func Hash(nc *awsv1.EC2NodeClass, caBundle string) string {
 	b.WriteString("family=")
 	b.WriteString(strconv.Quote(Family(nc)))
 	b.WriteString(";ca=")
-	b.WriteString(strconv.Quote(caBundle))
+	// Whitespace is dropped: the same CA, base64 wrapped or not (from
+	// CLUSTER_CA_DATA or eks:DescribeCluster), must not drift every node.
+	b.WriteString(strconv.Quote(strings.Join(strings.Fields(caBundle), "")))
 	b.WriteString(";spec=")
 	canonical(&b, reflect.ValueOf(*spec))
 	sum := sha256.Sum256(b.Bytes())

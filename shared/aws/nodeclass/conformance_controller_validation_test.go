@@ -20,7 +20,7 @@ import (
 // renders the user data.
 
 const (
-	differsDryRun = "Karpless makes no dry-run launch when it resolves an EC2NodeClass (it does not call ec2:CreateLaunchTemplate, ec2:CreateFleet or ec2:RunInstances with DryRun; its own CDK stack grants its role these calls): a denial by an SCP or a permissions boundary shows when a launch fails, with AWS's error on the NodeClaim and in its events, not as ValidationSucceeded=False with reason %s; pods wait either way"
+	differsDryRun = "Karpless makes no dry-run launch when it resolves an EC2NodeClass (it does not call ec2:CreateLaunchTemplate, ec2:CreateFleet or ec2:RunInstances with DryRun; its own CDK stack grants its role these calls): a denial by an SCP or a permissions boundary shows when a launch fails, as the NodeClaim's Launched=False condition (reason LaunchFailed) with AWS's error, not as ValidationSucceeded=False with reason %s; pods wait either way"
 	differsProbe  = "Karpless makes no dry-run launch when it resolves an EC2NodeClass, so it chooses no instance type, image or tenancy to validate with; the first real launch uses the NodePool's own instance types and tenancy, as Karpenter's launches do"
 )
 

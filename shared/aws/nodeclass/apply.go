@@ -65,14 +65,15 @@ type Client interface {
 }
 
 // Apply writes status to the class's status subresource and stamps the
-// annotations ResolvedAtAnnotation, karpenter.k8s.aws/ec2nodeclass-hash and
+// annotations ResolvedAtAnnotation, karpenter.k8s.aws/ec2nodeclass-hash (of
+// the class and caBundle, the cluster's CA the nodes' user data carries) and
 // -hash-version. The status is written with an update that retries on
 // conflict against a fresh read: a concurrent writer resolved the same AWS
 // state, so our status wins, but a condition whose status did not change
 // keeps the other writer's lastTransitionTime. The update is skipped when
 // nothing changed. Both writes are idempotent; a Lambda killed between
 // them leaves a correct status with an old timestamp, which IsStale reports.
-func Apply(ctx context.Context, c Client, nc *awsv1.EC2NodeClass, status awsv1.EC2NodeClassStatus, now time.Time) (*awsv1.EC2NodeClass, error) {
+func Apply(ctx context.Context, c Client, nc *awsv1.EC2NodeClass, status awsv1.EC2NodeClassStatus, caBundle string, now time.Time) (*awsv1.EC2NodeClass, error) {
 	cur := nc
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if cur == nil {
@@ -106,7 +107,7 @@ func Apply(ctx context.Context, c Client, nc *awsv1.EC2NodeClass, status awsv1.E
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
 		ResolvedAtAnnotation:                        now.UTC().Format(time.RFC3339),
-		wellknown.EC2NodeClassHashAnnotation:        Hash(cur),
+		wellknown.EC2NodeClassHashAnnotation:        Hash(cur, caBundle),
 		wellknown.EC2NodeClassHashVersionAnnotation: HashVersion,
 	}}})
 	out, err := c.Patch(ctx, nc.Name, types.MergePatchType, patch, metav1.PatchOptions{})

@@ -87,7 +87,7 @@ func TestApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := Apply(context.Background(), c, nc, st, testNow)
+	out, err := Apply(context.Background(), c, nc, st, cluster.CABundle, testNow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,11 +97,11 @@ func TestApply(t *testing.T) {
 	if !IsReady(out) || IsStale(out, testNow.Add(10*time.Second), 0) {
 		t.Fatalf("applied class should be ready and fresh: %+v", out.Status.Conditions)
 	}
-	if out.Annotations[wellknown.EC2NodeClassHashAnnotation] != Hash(nc) || out.Annotations[wellknown.EC2NodeClassHashVersionAnnotation] != HashVersion {
+	if out.Annotations[wellknown.EC2NodeClassHashAnnotation] != Hash(nc, cluster.CABundle) || out.Annotations[wellknown.EC2NodeClassHashVersionAnnotation] != HashVersion {
 		t.Fatalf("annotations %v", out.Annotations)
 	}
 	// Unchanged status: only the timestamp moves.
-	if _, err := Apply(context.Background(), c, out, st, testNow.Add(time.Minute)); err != nil {
+	if _, err := Apply(context.Background(), c, out, st, cluster.CABundle, testNow.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if c.statusWrites != 1 || c.patches != 2 {
@@ -113,7 +113,7 @@ func TestApply(t *testing.T) {
 	stale.ResourceVersion = "1"
 	c2 := &fakeClient{obj: nc.DeepCopy(), conflictFirst: true}
 	c2.obj.ResourceVersion = "1"
-	out, err = Apply(context.Background(), c2, stale, st, testNow)
+	out, err = Apply(context.Background(), c2, stale, st, cluster.CABundle, testNow)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,18 +90,18 @@ func TestConformanceStaticDrift(t *testing.T) {
 	} {
 		conformance.Run(t, staticDriftCase("should return drifted if a statically drifted EC2NodeClass.Spec field is updated > "+tc.entry), func(t *testing.T) {
 			nc := staticDriftClass()
-			before := Hash(nc)
+			before := Hash(nc, cluster.CABundle)
 			tc.edit(&nc.Spec)
-			if Hash(nc) == before {
+			if Hash(nc, cluster.CABundle) == before {
 				t.Errorf("hash unchanged by the %s edit: NodeClaims would not drift", tc.entry)
 			}
 		})
 	}
 	conformance.Run(t, staticDriftCase("should return drifted when updating blockDeviceMapping volumeSize"), func(t *testing.T) {
 		nc := staticDriftClass()
-		before := Hash(nc)
+		before := Hash(nc, cluster.CABundle)
 		nc.Spec.BlockDeviceMappings[0].EBS.VolumeSize = resource.NewScaledQuantity(10, resource.Giga)
-		if Hash(nc) == before {
+		if Hash(nc, cluster.CABundle) == before {
 			t.Error("hash unchanged by the volumeSize edit")
 		}
 	})
@@ -122,9 +122,9 @@ func TestConformanceStaticDrift(t *testing.T) {
 	} {
 		conformance.Run(t, staticDriftCase("should not return drifted if dynamic fields are updated > "+tc.entry), func(t *testing.T) {
 			nc := staticDriftClass()
-			before := Hash(nc)
+			before := Hash(nc, cluster.CABundle)
 			tc.edit(&nc.Spec)
-			if Hash(nc) != before {
+			if Hash(nc, cluster.CABundle) != before {
 				t.Errorf("hash changed by the %s edit: NodeClaims would drift statically", tc.entry)
 			}
 		})

@@ -35,6 +35,8 @@ type fakeEC2 struct {
 	// pgErr, when set, answers DescribePlacementGroups alone.
 	pgErr error
 	err   error
+	// opErr, by operation name, fails that Describe call alone.
+	opErr map[string]error
 	// mu guards calls: resolutions may run concurrently.
 	mu    sync.Mutex
 	calls map[string]int
@@ -134,6 +136,9 @@ func (f *fakeEC2) DescribeSubnets(_ context.Context, in *ec2.DescribeSubnetsInpu
 	if f.err != nil {
 		return nil, f.err
 	}
+	if err := f.opErr["DescribeSubnets"]; err != nil {
+		return nil, err
+	}
 	var out []ec2types.Subnet
 	for _, s := range f.subnets {
 		tags := tagsOf(s.Tags)
@@ -157,6 +162,9 @@ func (f *fakeEC2) DescribeSecurityGroups(_ context.Context, in *ec2.DescribeSecu
 	f.count("DescribeSecurityGroups")
 	if f.err != nil {
 		return nil, f.err
+	}
+	if err := f.opErr["DescribeSecurityGroups"]; err != nil {
+		return nil, err
 	}
 	var out []ec2types.SecurityGroup
 	for _, g := range f.groups {
@@ -184,6 +192,9 @@ func (f *fakeEC2) DescribeImages(_ context.Context, in *ec2.DescribeImagesInput,
 	f.count("DescribeImages")
 	if f.err != nil {
 		return nil, f.err
+	}
+	if err := f.opErr["DescribeImages"]; err != nil {
+		return nil, err
 	}
 	var out []ec2types.Image
 	for _, img := range f.images {
@@ -252,6 +263,8 @@ type fakeIAM struct {
 	failAt       int
 	lostResponse bool
 	now          time.Time
+	// getErr fails every GetInstanceProfile.
+	getErr error
 }
 
 func newFakeIAM(roles ...string) *fakeIAM {
@@ -286,6 +299,9 @@ func (f *fakeIAM) GetInstanceProfile(_ context.Context, in *iam.GetInstanceProfi
 	defer f.mu.Unlock()
 	if before, after := f.step("Get"); before || after {
 		return nil, errKilled
+	}
+	if f.getErr != nil {
+		return nil, f.getErr
 	}
 	p, ok := f.profiles[aws.ToString(in.InstanceProfileName)]
 	if !ok {

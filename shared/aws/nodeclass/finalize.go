@@ -130,3 +130,21 @@ func (r *Resolver) DeleteLegacyInstanceProfile(ctx context.Context, cluster stri
 	}
 	return true, nil
 }
+
+// DeleteManagedInstanceProfiles is the finalizer's instance profile step:
+// it deletes the profiles made for the class's spec.role (its IAM path),
+// then Karpenter's legacy profile of it, and returns what it deleted. In an
+// isolated VPC it makes no IAM call at all, as Karpenter: IAM has no VPC
+// endpoint, so the calls could only time out and keep the class from
+// ever being deleted.
+func (r *Resolver) DeleteManagedInstanceProfiles(ctx context.Context, cluster string, nc *awsv1.EC2NodeClass, isolatedVPC bool) ([]string, bool, error) {
+	if isolatedVPC {
+		return nil, false, nil
+	}
+	profiles, err := r.DeleteInstanceProfiles(ctx, cluster, nc)
+	if err != nil {
+		return profiles, false, err
+	}
+	legacy, err := r.DeleteLegacyInstanceProfile(ctx, cluster, nc)
+	return profiles, legacy, err
+}

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,8 +21,8 @@ import (
 // "v5" on purpose: Karpless computes its own hash, so values never equal
 // Karpenter's, and a version mismatch tells the drift check to re-stamp
 // NodeClaims launched by Karpenter (or an older Karpless) instead of
-// replacing them.
-const HashVersion = "karpless-v1"
+// replacing them. v2 added the cluster's CA bundle.
+const HashVersion = "karpless-v2"
 
 // Hash is the drift hash of an EC2NodeClass (annotation
 // karpenter.k8s.aws/ec2nodeclass-hash on the class and on its NodeClaims).
@@ -31,12 +32,14 @@ const HashVersion = "karpless-v1"
 // securityGroupSelectorTerms, capacityReservationSelectorTerms,
 // amiSelectorTerms, ipPrefixCount and the literal amiFamily, plus the
 // resolved family (so setting amiFamily to what the alias implies is not a
-// change). Like Karpenter's it treats lists as sets, and an unset field,
+// change), and the cluster's CA bundle, which the nodes' user data carries
+// (Karpenter v1.14 hashes it too: nodes that trust only a replaced CA
+// drift and are replaced). Like Karpenter's it treats lists as sets, and an unset field,
 // a nil pointer and a zero value as equal. It is our own function (SHA-256
 // of a canonical encoding, first 8 bytes as a decimal), so the values differ
 // from Karpenter's; see HashVersion. The result is deterministic across
 // processes and Go versions.
-func Hash(nc *awsv1.EC2NodeClass) string {
+func Hash(nc *awsv1.EC2NodeClass, caBundle string) string {
 	spec := nc.Spec.DeepCopy()
 	spec.SubnetSelectorTerms = nil
 	spec.SecurityGroupSelectorTerms = nil
@@ -47,6 +50,10 @@ func Hash(nc *awsv1.EC2NodeClass) string {
 	var b bytes.Buffer
 	b.WriteString("family=")
 	b.WriteString(strconv.Quote(Family(nc)))
+	b.WriteString(";ca=")
+	// Whitespace is dropped: the same CA, base64 wrapped or not (from
+	// CLUSTER_CA_DATA or eks:DescribeCluster), must not drift every node.
+	b.WriteString(strconv.Quote(strings.Join(strings.Fields(caBundle), "")))
 	b.WriteString(";spec=")
 	canonical(&b, reflect.ValueOf(*spec))
 	sum := sha256.Sum256(b.Bytes())

@@ -96,7 +96,11 @@ const (
 	ReasonDependenciesNotReady    = "DependenciesNotReady"
 	ReasonTagValidationFailed     = "TagValidationFailed"
 	ReasonValidationFailed        = "ValidationFailed"
-	ReasonNotReady                = "NotReady"
+	// ReasonUnhealthyDependents and ReasonReconcilingDependents are Ready's
+	// reasons when a part is False, or none is False but some is Unknown
+	// (operatorpkg's root condition, which Karpenter's Ready is).
+	ReasonUnhealthyDependents   = "UnhealthyDependents"
+	ReasonReconcilingDependents = "ReconcilingDependents"
 )
 
 // partConditions are the conditions Ready depends on, in message order.
@@ -114,7 +118,10 @@ var partConditions = []string{
 
 // outcome is the result of resolving one part of the status.
 type outcome struct {
-	ok      bool
+	ok bool
+	// unknown sets the condition Unknown rather than False: what it
+	// waits for has not been resolved yet (nor failed).
+	unknown bool
 	reason  string
 	message string
 	// keep means a transient failure: keep the previous value and condition.
@@ -210,25 +217,49 @@ func (r *Resolver) Resolve(ctx context.Context, nc *awsv1.EC2NodeClass, cluster 
 		st.CapacityReservations = prev.CapacityReservations
 	}
 
-	// Ready is true when every part is; otherwise it names the parts that
-	// are not, with their messages.
-	var notOK []string
-	for _, t := range partConditions {
-		c := meta.FindStatusCondition(st.Conditions, t)
-		switch {
-		case c == nil:
-			notOK = append(notOK, t+"=Unknown")
-		case c.Status != metav1.ConditionTrue:
-			notOK = append(notOK, fmt.Sprintf("%s=%s (%s)", t, c.Status, c.Message))
-		}
-	}
-	readyOutcome := ready()
-	if len(notOK) > 0 {
-		readyOutcome = notReady(ReasonNotReady, "%s", strings.Join(notOK, "; "))
-	}
-	r.setCondition(&st, nc, awsv1.ConditionTypeReady, readyOutcome, now)
+	r.setCondition(&st, nc, awsv1.ConditionTypeReady, readiness(st.Conditions), now)
 	sortConditions(st.Conditions)
 	return st, errors.Join(errs...)
+}
+
+// readiness is Ready as Karpenter's (operatorpkg's root condition) sets
+// it: true when every part is; else False (UnhealthyDependents) when a part
+// is False, Unknown (ReconcilingDependents) when none is but some part is
+// Unknown or unset; the message names the parts that are not true,
+// "SubnetsReady=False, AMIsReady=Unknown", the latest transition first
+// (each part's own condition says why).
+func readiness(conds []metav1.Condition) outcome {
+	type part struct {
+		typ    string
+		status metav1.ConditionStatus
+		at     time.Time
+	}
+	var bad []part
+	anyFalse := false
+	for _, t := range partConditions {
+		c := meta.FindStatusCondition(conds, t)
+		switch {
+		case c == nil:
+			bad = append(bad, part{typ: t, status: metav1.ConditionUnknown})
+		case c.Status != metav1.ConditionTrue:
+			bad = append(bad, part{typ: t, status: c.Status, at: c.LastTransitionTime.Time})
+			anyFalse = anyFalse || c.Status == metav1.ConditionFalse
+		}
+	}
+	if len(bad) == 0 {
+		return ready()
+	}
+	sort.SliceStable(bad, func(i, j int) bool { return bad[i].at.After(bad[j].at) })
+	names := make([]string, len(bad))
+	for i, b := range bad {
+		names[i] = fmt.Sprintf("%s=%s", b.typ, b.status)
+	}
+	if anyFalse {
+		return notReady(ReasonUnhealthyDependents, "%s", strings.Join(names, ", "))
+	}
+	o := notReady(ReasonReconcilingDependents, "%s", strings.Join(names, ", "))
+	o.unknown = true
+	return o
 }
 
 func (r *Resolver) now() time.Time {
@@ -240,8 +271,11 @@ func (r *Resolver) now() time.Time {
 
 func (r *Resolver) setCondition(st *awsv1.EC2NodeClassStatus, nc *awsv1.EC2NodeClass, condType string, o outcome, now time.Time) {
 	status, msg := metav1.ConditionFalse, o.message
-	if o.ok {
+	switch {
+	case o.ok:
 		status, msg = metav1.ConditionTrue, ""
+	case o.unknown:
+		status = metav1.ConditionUnknown
 	}
 	if len(msg) > 1024 {
 		msg = msg[:1021] + "..."
@@ -363,14 +397,21 @@ func (r *Resolver) securityGroups(ctx context.Context, nc *awsv1.EC2NodeClass) (
 // validate checks what can be checked without launching: dependencies,
 // restricted tags, and the optional Validate hook.
 func (r *Resolver) validate(ctx context.Context, nc *awsv1.EC2NodeClass, st awsv1.EC2NodeClassStatus, cluster eksauth.ClusterInfo) outcome {
+	// As Karpenter: False when a dependency is False (validation would
+	// fail whatever the rest), Unknown when none is but some has not been
+	// resolved yet (a transient failure before the first resolution).
 	var pending []string
+	anyFalse := false
 	for _, t := range partConditions[:4] {
 		if c := meta.FindStatusCondition(st.Conditions, t); c == nil || c.Status != metav1.ConditionTrue {
 			pending = append(pending, t)
+			anyFalse = anyFalse || c != nil && c.Status == metav1.ConditionFalse
 		}
 	}
 	if len(pending) > 0 {
-		return notReady(ReasonDependenciesNotReady, "waiting for %s", strings.Join(pending, ", "))
+		o := notReady(ReasonDependenciesNotReady, "waiting for %s", strings.Join(pending, ", "))
+		o.unknown = !anyFalse
+		return o
 	}
 	if bad := RestrictedTags(nc.Spec.Tags); len(bad) > 0 {
 		return notReady(ReasonTagValidationFailed, "spec.tags may not set %s: Karpless sets these itself", strings.Join(bad, ", "))

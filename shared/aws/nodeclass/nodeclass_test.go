@@ -191,7 +191,7 @@ func TestResolveNothingMatches(t *testing.T) {
 		"AMIsReady":            `AMINotFound: no available AMIs match amiSelectorTerms [{"tags":{"golden":"yes"}}]`,
 		"InstanceProfileReady": `RoleNotFound: role "NoSuchRole" (spec.role) does not exist`,
 		"ValidationSucceeded":  `DependenciesNotReady: waiting for SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady`,
-		"Ready":                `NotReady: SubnetsReady=False (no subnets match`,
+		"Ready":                `UnhealthyDependents: SubnetsReady=False, SecurityGroupsReady=False, AMIsReady=False, InstanceProfileReady=False, ValidationSucceeded=False`,
 	} {
 		c := cond(st, typ)
 		if c.Status != metav1.ConditionFalse || !strings.HasPrefix(c.Reason+": "+c.Message, want) {
@@ -500,7 +500,7 @@ func TestValidationRejectsRestrictedTagsAndRunsHook(t *testing.T) {
 	if c := cond(st, "ValidationSucceeded"); c.Reason != "UserDataSizeLimitExceeded" || c.Status != metav1.ConditionFalse {
 		t.Fatalf("%+v", c)
 	}
-	if c := cond(st, "Ready"); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "ValidationSucceeded=False (user data is 20000 bytes)") {
+	if c := cond(st, "Ready"); c.Status != metav1.ConditionFalse || c.Reason != ReasonUnhealthyDependents || c.Message != "ValidationSucceeded=False" {
 		t.Fatalf("%+v", c)
 	}
 }
@@ -516,8 +516,8 @@ func TestHash(t *testing.T) {
 		}
 		return nc
 	}
-	h := Hash(base())
-	if h != Hash(base()) {
+	h := Hash(base(), cluster.CABundle)
+	if h != Hash(base(), cluster.CABundle) {
 		t.Fatal("hash is not deterministic")
 	}
 	same := map[string]func(*awsv1.EC2NodeClass){
@@ -554,12 +554,12 @@ func TestHash(t *testing.T) {
 		if name == "quantity spelling" {
 			// 100Gi and 107374182400 are the same size but different strings;
 			// like Karpenter (which hashes the string) this is a change.
-			if Hash(nc) == h {
+			if Hash(nc, cluster.CABundle) == h {
 				t.Errorf("%s: want a different hash", name)
 			}
 			continue
 		}
-		if got := Hash(nc); got != h {
+		if got := Hash(nc, cluster.CABundle); got != h {
 			t.Errorf("%s changed the hash", name)
 		}
 	}
@@ -604,7 +604,7 @@ func TestHash(t *testing.T) {
 	for name, edit := range differ {
 		nc := base()
 		edit(nc)
-		got := Hash(nc)
+		got := Hash(nc, cluster.CABundle)
 		if prev, dup := seen[got]; dup {
 			t.Errorf("%s gives the same hash as %s", name, prev)
 		}
@@ -614,7 +614,7 @@ func TestHash(t *testing.T) {
 	// from the alias family; no amiFamily with al2 alias differs from al2023.
 	a, b := base(), base()
 	b.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: "al2@latest"}}
-	if Hash(a) == Hash(b) {
+	if Hash(a, cluster.CABundle) == Hash(b, cluster.CABundle) {
 		t.Error("family change through the alias should change the hash")
 	}
 	if _, err := fmt.Sscan(h, new(uint64)); err != nil {

@@ -132,7 +132,11 @@ func (c *view) statusOf(nc *karpv1.NodeClaim) *ClaimStatus {
 		if class := c.classes[nc.Spec.NodeClassRef.Name]; class != nil {
 			cv, ch2 := class.Annotations[wellknown.EC2NodeClassHashVersionAnnotation], class.Annotations[wellknown.EC2NodeClassHashAnnotation]
 			if v := nc.Annotations[wellknown.EC2NodeClassHashVersionAnnotation]; cv != "" && ch2 != "" && v != cv {
-				ch.Annotations[wellknown.EC2NodeClassHashAnnotation] = ch2
+				// As the NodePool hash above: a drifted claim keeps its
+				// old hash and so stays drifted.
+				if !wasDrifted {
+					ch.Annotations[wellknown.EC2NodeClassHashAnnotation] = ch2
+				}
 				ch.Annotations[wellknown.EC2NodeClassHashVersionAnnotation] = cv
 			}
 		}

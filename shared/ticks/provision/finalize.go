@@ -18,12 +18,11 @@ import (
 // takes "already gone" as done, so a finalization killed anywhere is
 // finished by the next pass.
 type NodeClassCleanup interface {
-	// DeleteInstanceProfiles deletes the profiles made for spec.role (the
-	// class's IAM path) and returns their names.
-	DeleteInstanceProfiles(ctx context.Context, cluster string, nc *awsv1.EC2NodeClass) ([]string, error)
-	// DeleteLegacyInstanceProfile deletes the profile of Karpenter's legacy
-	// name, if there is one of this cluster.
-	DeleteLegacyInstanceProfile(ctx context.Context, cluster string, nc *awsv1.EC2NodeClass) (bool, error)
+	// DeleteManagedInstanceProfiles deletes the profiles made for
+	// spec.role (the class's IAM path), then the profile of Karpenter's
+	// legacy name if there is one of this cluster, and returns them; in an
+	// isolated VPC (no IAM endpoint) it calls nothing.
+	DeleteManagedInstanceProfiles(ctx context.Context, cluster string, nc *awsv1.EC2NodeClass, isolatedVPC bool) ([]string, bool, error)
 	// DeleteLaunchTemplates deletes the class's launch templates (tagged
 	// with the cluster and the class) and returns their names.
 	DeleteLaunchTemplates(ctx context.Context, cluster string, nc *awsv1.EC2NodeClass) ([]string, error)
@@ -86,11 +85,7 @@ func (p *Provisioner) finalizeNodeClasses(ctx context.Context, inv *invocation, 
 // leaves the finalizer for the next pass to try again.
 func (p *Provisioner) cleanUp(ctx context.Context, nc *awsv1.EC2NodeClass) error {
 	cluster := p.Config.ClusterName
-	profiles, err := p.Cleanup.DeleteInstanceProfiles(ctx, cluster, nc)
-	if err != nil {
-		return fmt.Errorf("finalizing ec2nodeclass %s: %w", nc.Name, err)
-	}
-	legacy, err := p.Cleanup.DeleteLegacyInstanceProfile(ctx, cluster, nc)
+	profiles, legacy, err := p.Cleanup.DeleteManagedInstanceProfiles(ctx, cluster, nc, p.Config.IsolatedVPC)
 	if err != nil {
 		return fmt.Errorf("finalizing ec2nodeclass %s: %w", nc.Name, err)
 	}

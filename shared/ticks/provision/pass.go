@@ -342,7 +342,7 @@ func (p *Provisioner) resolveNodeClasses(ctx context.Context, inv *invocation, n
 			continue
 		}
 		inv.resolved[key] = true
-		updated, err := nodeclass.Apply(ctx, p.Kube.EC2NodeClasses, nc, status, p.Clock.Now())
+		updated, err := nodeclass.Apply(ctx, p.Kube.EC2NodeClasses, nc, status, info.CABundle, p.Clock.Now())
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -1,0 +1,67 @@
+// Package zonalshift is the ARC zonal shift edge: it reads the shifts ARC
+// lists on the cluster (GetManagedResource) once per pass, for ENABLE_ZONAL_SHIFT.
+package zonalshift
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/arczonalshift"
+	arctypes "github.com/aws/aws-sdk-go-v2/service/arczonalshift/types"
+
+	"github.com/karpless/karpless/shared/aws/awserr"
+	"github.com/karpless/karpless/shared/core/zonalshift"
+)
+
+// API is the ARC zonal shift call this package makes.
+type API interface {
+	GetManagedResource(ctx context.Context, in *arczonalshift.GetManagedResourceInput, opts ...func(*arczonalshift.Options)) (*arczonalshift.GetManagedResourceOutput, error)
+}
+
+// ErrNotRegistered means ARC does not know the cluster: zonal shift is not
+// enabled on it (EKS zonalShiftConfig), so no shift could ever be read.
+// Karpenter refuses to start then; a tick fails with it, naming the fix.
+var ErrNotRegistered = errors.New("the cluster is not registered with ARC zonal shift")
+
+// Reader reads the shifts of one cluster. A nil Reader reads none: the
+// setting is off.
+type Reader struct {
+	API API
+	// ClusterARN is the EKS cluster's ARN, ARC's resource identifier.
+	ClusterARN string
+	Now        func() time.Time
+}
+
+// Read returns the zones shifted away from now. Any failure is an error:
+// a pass that cannot tell which zones are shifted must not act as if none
+// were (it would terminate or tag instances in an impaired zone, or launch
+// there).
+func (r *Reader) Read(ctx context.Context) (zonalshift.Zones, error) {
+	if r == nil {
+		return nil, nil
+	}
+	out, err := r.API.GetManagedResource(ctx, &arczonalshift.GetManagedResourceInput{ResourceIdentifier: aws.String(r.ClusterARN)})
+	if err != nil {
+		if awserr.Code(err) == "ResourceNotFoundException" {
+			return nil, fmt.Errorf("reading zonal shifts of %s: %w (enable zonal shift on the EKS cluster, or deploy with enableZonalShift=false): %w", r.ClusterARN, ErrNotRegistered, err)
+		}
+		return nil, fmt.Errorf("reading zonal shifts of %s: %w", r.ClusterARN, err)
+	}
+	return zonalshift.Active(Shifts(out.ZonalShifts), r.Now()), nil
+}
+
+// Shifts converts ARC's answer to plain data.
+func Shifts(in []arctypes.ZonalShiftInResource) []zonalshift.Shift {
+	out := make([]zonalshift.Shift, 0, len(in))
+	for _, s := range in {
+		out = append(out, zonalshift.Shift{
+			AwayFrom: aws.ToString(s.AwayFrom),
+			Expiry:   aws.ToTime(s.ExpiryTime),
+			Applied:  s.AppliedStatus == arctypes.AppliedStatusApplied,
+		})
+	}
+	return out
+}

@@ -95,6 +95,20 @@ func (z Zones) Names(nc *awsv1.EC2NodeClass) map[string]bool {
 	return out
 }
 
+// Unavailable is unavailable, and also every offering in a zone of the
+// class that is shifted away from: Karpenter's offering resolvers make
+// such an offering (on-demand, spot or reserved) unavailable until the
+// shift ends.
+func (z Zones) Unavailable(nc *awsv1.EC2NodeClass, unavailable func(capacityType, instanceType, zone string) bool) func(capacityType, instanceType, zone string) bool {
+	names := z.Names(nc)
+	if len(names) == 0 {
+		return unavailable
+	}
+	return func(capacityType, instanceType, zone string) bool {
+		return names[zone] || (unavailable != nil && unavailable(capacityType, instanceType, zone))
+	}
+}
+
 // The reasons of the Events on an affected NodePool, Karpenter's.
 const (
 	ReasonActive  = "ZonalShiftActive"

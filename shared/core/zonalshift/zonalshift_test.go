@@ -63,3 +63,30 @@ func TestNames(t *testing.T) {
 		t.Error("no shift named zones")
 	}
 }
+
+func TestUnavailable(t *testing.T) {
+	nc := classWith("default")
+	marked := func(ct, it, zone string) bool { return ct == "spot" && zone == "test-zone-1b" }
+	un := Zones{"tstz1-1a": true}.Unavailable(nc, marked)
+	for _, tc := range []struct {
+		ct, zone string
+		want     bool
+	}{
+		{"on-demand", "test-zone-1a", true},
+		{"spot", "test-zone-1a", true},
+		{"reserved", "test-zone-1a", true},
+		{"on-demand", "test-zone-1b", false},
+		{"spot", "test-zone-1b", true}, // the capacity mark still holds
+		{"reserved", "test-zone-1c", false},
+	} {
+		if got := un(tc.ct, "m5.large", tc.zone); got != tc.want {
+			t.Errorf("%s in %s: unavailable %v, want %v", tc.ct, tc.zone, got, tc.want)
+		}
+	}
+	if (Zones{"tstz1-1a": true}).Unavailable(nc, nil)("spot", "m5.large", "test-zone-1b") {
+		t.Error("with no marks, an unshifted zone is unavailable")
+	}
+	if Zones(nil).Unavailable(nc, nil) != nil {
+		t.Error("no shift changed the marks")
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/karpless/karpless/shared/aws/nodeclass"
 	"github.com/karpless/karpless/shared/aws/pricing"
 	"github.com/karpless/karpless/shared/aws/unavailable"
+	awszonalshift "github.com/karpless/karpless/shared/aws/zonalshift"
 	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/function/config"
@@ -160,7 +161,18 @@ func (e *Env) Provisioner() *provision.Provisioner {
 		Log:        e.Log,
 		MetricsOut: e.Out,
 		Decisions:  e.Decisions(functions.Provisioner),
+
+		ZonalShifts: e.zonalShifts(),
 	}
+}
+
+// zonalShifts is an invocation's reader of the cluster's ARC zonal shifts
+// (ENABLE_ZONAL_SHIFT), or nil when the setting is off.
+func (e *Env) zonalShifts() awszonalshift.Source {
+	if !e.Config.EnableZonalShift {
+		return nil
+	}
+	return &awszonalshift.Reader{API: e.AWS.ARCZonalShift, ClusterARN: e.Config.ClusterARN, Now: e.Clock.Now, MaxAge: awszonalshift.DefaultMaxAge}
 }
 
 // Decisions records a function's decisions in shadow mode (MODE=shadow);

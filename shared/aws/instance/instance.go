@@ -187,6 +187,11 @@ func (p *Provider) WithZonalShift(shifted zonalshift.Zones, known []Instance) *P
 	return q
 }
 
+// ZonalShifter gives a pass its shift-aware provider (a *Provider does).
+type ZonalShifter interface {
+	WithZonalShift(shifted zonalshift.Zones, known []Instance) *Provider
+}
+
 // Shifted reports whether the instance's zone is shifted away from.
 func (p *Provider) Shifted(i Instance) bool { return p.shifted.Has(i.ZoneID) }
 

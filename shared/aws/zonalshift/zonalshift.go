@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -26,14 +27,39 @@ type API interface {
 // Karpenter refuses to start then; a tick fails with it, naming the fix.
 var ErrNotRegistered = errors.New("the cluster is not registered with ARC zonal shift")
 
+// Source is where a pass reads the zones shifted away from (a *Reader).
+type Source interface {
+	Read(ctx context.Context) (zonalshift.Zones, error)
+}
+
+// Read reads src; nil (the setting off) reads none.
+func Read(ctx context.Context, src Source) (zonalshift.Zones, error) {
+	if src == nil {
+		return nil, nil
+	}
+	return src.Read(ctx)
+}
+
 // Reader reads the shifts of one cluster. A nil Reader reads none: the
-// setting is off.
+// setting is off. One Reader serves one invocation: with MaxAge it answers
+// again from its last read for that long (the disruption tick and the
+// provisioning session it borrows read once per pass each), as Karpenter
+// refreshes its view every 30 s.
 type Reader struct {
 	API API
 	// ClusterARN is the EKS cluster's ARN, ARC's resource identifier.
 	ClusterARN string
 	Now        func() time.Time
+	MaxAge     time.Duration
+
+	mu     sync.Mutex
+	shifts []zonalshift.Shift
+	readAt time.Time
 }
+
+// DefaultMaxAge is how long an invocation's Reader reuses a read: the
+// polling interval of Karpenter's zonal shift controller.
+const DefaultMaxAge = 30 * time.Second
 
 // Read returns the zones shifted away from now. Any failure is an error:
 // a pass that cannot tell which zones are shifted must not act as if none
@@ -43,6 +69,14 @@ func (r *Reader) Read(ctx context.Context) (zonalshift.Zones, error) {
 	if r == nil {
 		return nil, nil
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.Now()
+	// Expiry is judged now, not at the read: a reused read still ends a
+	// shift on time.
+	if !r.readAt.IsZero() && now.Sub(r.readAt) < r.MaxAge {
+		return zonalshift.Active(r.shifts, now), nil
+	}
 	out, err := r.API.GetManagedResource(ctx, &arczonalshift.GetManagedResourceInput{ResourceIdentifier: aws.String(r.ClusterARN)})
 	if err != nil {
 		if awserr.Code(err) == "ResourceNotFoundException" {
@@ -50,7 +84,8 @@ func (r *Reader) Read(ctx context.Context) (zonalshift.Zones, error) {
 		}
 		return nil, fmt.Errorf("reading zonal shifts of %s: %w", r.ClusterARN, err)
 	}
-	return zonalshift.Active(Shifts(out.ZonalShifts), r.Now()), nil
+	r.shifts, r.readAt = Shifts(out.ZonalShifts), now
+	return zonalshift.Active(r.shifts, now), nil
 }
 
 // Shifts converts ARC's answer to plain data.

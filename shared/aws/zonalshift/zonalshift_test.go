@@ -112,3 +112,30 @@ func TestReadThroughEmulator(t *testing.T) {
 		t.Errorf("the emulator no longer lists the expired shift (%v); the case above tested nothing", err)
 	}
 }
+
+func TestReadReuse(t *testing.T) {
+	now := time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)
+	api := &fakeARC{out: &arczonalshift.GetManagedResourceOutput{ZonalShifts: []arctypes.ZonalShiftInResource{
+		{AwayFrom: aws.String("usw2-az1"), ExpiryTime: aws.Time(now.Add(10 * time.Second)), AppliedStatus: arctypes.AppliedStatusApplied},
+	}}}
+	clock := now
+	r := &Reader{API: api, ClusterARN: "arn", Now: func() time.Time { return clock }, MaxAge: DefaultMaxAge}
+	ctx := context.Background()
+	for _, step := range []struct {
+		at    time.Duration
+		want  string
+		calls int
+	}{
+		{0, "usw2-az1", 1},
+		{5 * time.Second, "usw2-az1", 1},     // reused
+		{15 * time.Second, "", 1},            // reused, but the shift expired meanwhile
+		{DefaultMaxAge, "", 2},               // read again
+		{DefaultMaxAge + time.Second, "", 2}, // reused
+	} {
+		clock = now.Add(step.at)
+		got, err := r.Read(ctx)
+		if err != nil || got.String() != step.want || len(api.asked) != step.calls {
+			t.Errorf("at +%v: %q %v after %d calls, want %q after %d", step.at, got.String(), err, len(api.asked), step.want, step.calls)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -51,6 +52,14 @@ type Reader struct {
 	ClusterARN string
 	Now        func() time.Time
 	MaxAge     time.Duration
+	// LastKnown, when set, are the zones found shifted the last time any
+	// invocation could read them (the disruption function's state): what
+	// a pass goes by when ARC does not answer (throttled, unreachable) and
+	// this Reader has not read yet. Karpenter goes on with its last view
+	// then; failing every pass would strand pending pods while ARC is
+	// down, and forgetting the shifts would act in an impaired zone.
+	LastKnown func(ctx context.Context) (zonalshift.Zones, error)
+	Log       *slog.Logger
 
 	mu     sync.Mutex
 	shifts []zonalshift.Shift
@@ -61,10 +70,13 @@ type Reader struct {
 // polling interval of Karpenter's zonal shift controller.
 const DefaultMaxAge = 30 * time.Second
 
-// Read returns the zones shifted away from now. Any failure is an error:
-// a pass that cannot tell which zones are shifted must not act as if none
-// were (it would terminate or tag instances in an impaired zone, or launch
-// there).
+// Read returns the zones shifted away from now. A cluster ARC does not
+// know, or a call IAM refuses, is an error (the setting cannot work:
+// Karpenter does not start). When ARC does not answer, the last view
+// stands in: this Reader's last read, else LastKnown; with neither, the
+// error. A pass that cannot tell which zones are shifted must not act as
+// if none were (it would terminate or tag instances in an impaired zone,
+// or launch there).
 func (r *Reader) Read(ctx context.Context) (zonalshift.Zones, error) {
 	if r == nil {
 		return nil, nil
@@ -79,13 +91,35 @@ func (r *Reader) Read(ctx context.Context) (zonalshift.Zones, error) {
 	}
 	out, err := r.API.GetManagedResource(ctx, &arczonalshift.GetManagedResourceInput{ResourceIdentifier: aws.String(r.ClusterARN)})
 	if err != nil {
-		if awserr.Code(err) == "ResourceNotFoundException" {
+		switch {
+		case awserr.Code(err) == "ResourceNotFoundException":
 			return nil, fmt.Errorf("reading zonal shifts of %s: %w (enable zonal shift on the EKS cluster, or deploy with enableZonalShift=false): %w", r.ClusterARN, ErrNotRegistered, err)
+		case awserr.IsUnauthorized(err):
+			return nil, fmt.Errorf("reading zonal shifts of %s: arc-zonal-shift:GetManagedResource is not allowed (the stack grants it with enableZonalShift=true): %w", r.ClusterARN, err)
 		}
-		return nil, fmt.Errorf("reading zonal shifts of %s: %w", r.ClusterARN, err)
+		err = fmt.Errorf("reading zonal shifts of %s: %w", r.ClusterARN, err)
+		if !r.readAt.IsZero() {
+			r.warn("ARC did not answer; going by the shifts read before", err, "read_at", r.readAt)
+			return zonalshift.Active(r.shifts, now), nil
+		}
+		if r.LastKnown != nil {
+			z, lerr := r.LastKnown(ctx)
+			if lerr == nil {
+				r.warn("ARC did not answer; going by the shifts last known", err, "zone_ids", z.Sorted())
+				return z, nil
+			}
+			err = errors.Join(err, fmt.Errorf("reading the last known zonal shifts: %w", lerr))
+		}
+		return nil, err
 	}
 	r.shifts, r.readAt = Shifts(out.ZonalShifts), now
 	return zonalshift.Active(r.shifts, now), nil
+}
+
+func (r *Reader) warn(msg string, err error, attrs ...any) {
+	if r.Log != nil {
+		r.Log.Warn(msg, append(attrs, "error", err)...)
+	}
 }
 
 // Shifts converts ARC's answer to plain data.

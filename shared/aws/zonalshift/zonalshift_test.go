@@ -12,6 +12,7 @@ import (
 	arctypes "github.com/aws/aws-sdk-go-v2/service/arczonalshift/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/karpless/karpless/shared/core/zonalshift"
 	"github.com/karpless/karpless/shared/local/emulator"
 	"github.com/karpless/karpless/shared/local/emulator/emulatortest"
 )
@@ -138,4 +139,57 @@ func TestReadReuse(t *testing.T) {
 			t.Errorf("at +%v: %q %v after %d calls, want %q after %d", step.at, got.String(), err, len(api.asked), step.want, step.calls)
 		}
 	}
+}
+
+func TestReadWhenARCDoesNotAnswer(t *testing.T) {
+	now := time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)
+	throttled := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "Rate exceeded"}
+	shifted := &arczonalshift.GetManagedResourceOutput{ZonalShifts: []arctypes.ZonalShiftInResource{
+		{AwayFrom: aws.String("usw2-az1"), ExpiryTime: aws.Time(now.Add(time.Hour)), AppliedStatus: arctypes.AppliedStatusApplied},
+	}}
+	lastKnown := func(z zonalshift.Zones, err error) func(context.Context) (zonalshift.Zones, error) {
+		return func(context.Context) (zonalshift.Zones, error) { return z, err }
+	}
+	ctx := context.Background()
+	t.Run("this reader's last read stands in", func(t *testing.T) {
+		api := &fakeARC{out: shifted}
+		clock := now
+		r := &Reader{API: api, ClusterARN: "arn", Now: func() time.Time { return clock }, MaxAge: DefaultMaxAge,
+			LastKnown: lastKnown(zonalshift.Zones{"usw2-az3": true}, nil)}
+		if _, err := r.Read(ctx); err != nil {
+			t.Fatal(err)
+		}
+		api.out, api.err = nil, throttled
+		clock = now.Add(time.Minute)
+		if got, err := r.Read(ctx); err != nil || got.String() != "usw2-az1" || len(api.asked) != 2 {
+			t.Errorf("after a failed read: %q %v (%d calls), want the earlier read's usw2-az1", got.String(), err, len(api.asked))
+		}
+	})
+	t.Run("else the last known shifts", func(t *testing.T) {
+		r := &Reader{API: &fakeARC{err: throttled}, ClusterARN: "arn", Now: func() time.Time { return now },
+			LastKnown: lastKnown(zonalshift.Zones{"usw2-az3": true}, nil)}
+		if got, err := r.Read(ctx); err != nil || got.String() != "usw2-az3" {
+			t.Errorf("%q %v, want the last known usw2-az3", got.String(), err)
+		}
+	})
+	t.Run("neither: the error", func(t *testing.T) {
+		for _, lk := range []func(context.Context) (zonalshift.Zones, error){nil, lastKnown(nil, errors.New("configmap unreadable"))} {
+			r := &Reader{API: &fakeARC{err: throttled}, ClusterARN: "arn", Now: func() time.Time { return now }, LastKnown: lk}
+			if _, err := r.Read(ctx); err == nil || !strings.Contains(err.Error(), "Rate exceeded") {
+				t.Errorf("error %v, want ARC's", err)
+			}
+		}
+	})
+	t.Run("a refusal is not stood in for", func(t *testing.T) {
+		for _, refusal := range []error{
+			&arctypes.ResourceNotFoundException{Message: aws.String("not found")},
+			&smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized"},
+		} {
+			r := &Reader{API: &fakeARC{err: refusal}, ClusterARN: "arn", Now: func() time.Time { return now },
+				LastKnown: lastKnown(zonalshift.Zones{"usw2-az3": true}, nil)}
+			if got, err := r.Read(ctx); err == nil || got != nil {
+				t.Errorf("%v: read %v %v, want the error", refusal, got, err)
+			}
+		}
+	})
 }

@@ -358,7 +358,7 @@ func (d *Disrupter) loadState(ctx context.Context) *state {
 	}
 	st.resume = cm.Data[keyResume]
 	st.skipMulti = cm.Data[keySkipMulti] == "true"
-	st.zonalShifts = cm.Data[keyZonalShifts]
+	st.zonalShifts = cm.Data[ZonalShiftsKey]
 	if t, err := time.Parse(time.RFC3339, cm.Data[keyConsolidatedAt]); err == nil {
 		st.consolidated, st.consolidatedAt = cm.Data[keyConsolidated], t
 	}
@@ -375,7 +375,7 @@ func (d *Disrupter) saveState(ctx context.Context, st *state) {
 		data[keySkipMulti] = "true"
 	}
 	if st.zonalShifts != "" {
-		data[keyZonalShifts] = st.zonalShifts
+		data[ZonalShiftsKey] = st.zonalShifts
 	}
 	if !st.lastGC.IsZero() {
 		data[keyLastGC] = st.lastGC.UTC().Format(time.RFC3339)

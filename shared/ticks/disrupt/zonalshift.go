@@ -14,11 +14,12 @@ import (
 	"github.com/karpless/karpless/shared/function/record"
 )
 
-// keyZonalShifts keeps, in the state ConfigMap, the zones (IDs) the last
-// pass found shifted away from: a shift's start and end are told on the
-// NodePools once each, across invocations, as Karpenter's controller
-// remembers them in memory between its reconciles.
-const keyZonalShifts = "zonalShifts"
+// ZonalShiftsKey keeps, in the state ConfigMap, the zones (IDs) the last
+// pass found shifted away from (zonalshift.Zones.String): a shift's start
+// and end are told on the NodePools once each, across invocations, as
+// Karpenter's controller remembers them in memory between its reconciles;
+// and every function goes by them when ARC does not answer.
+const ZonalShiftsKey = "zonalShifts"
 
 // zonalShift reads the zones ARC shifts the cluster away from and returns
 // the instance side of the pass: the tick's, made to spare the instances

@@ -201,6 +201,24 @@ func (p *Provider) shiftedKnown(id string) (Instance, bool) {
 	return i, ok && p.Shifted(i)
 }
 
+// OnlyZonallyShifted reports whether err is ErrZonallyShifted alone (for
+// one instance or several, errors.Join'ed): nothing failed but what waits
+// for a shift to end.
+func OnlyZonallyShifted(err error) bool {
+	if err == nil {
+		return false
+	}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			if !OnlyZonallyShifted(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, ErrZonallyShifted)
+}
+
 func shiftedError(i Instance, skipping string) error {
 	return fmt.Errorf("instance %s is in zonally shifted availability zone %s (%s), skipping %s: %w", i.ID, i.Zone, i.ZoneID, skipping, ErrZonallyShifted)
 }

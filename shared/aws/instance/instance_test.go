@@ -270,3 +270,23 @@ func TestWithZonalShift(t *testing.T) {
 		}
 	})
 }
+
+func TestOnlyZonallyShifted(t *testing.T) {
+	shifted := fmt.Errorf("instance i-1 ...: %w", ErrZonallyShifted)
+	other := errors.New("RequestLimitExceeded")
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"one shifted", shifted, true},
+		{"several shifted", errors.Join(shifted, shifted), true},
+		{"shifted and a failure", errors.Join(shifted, other), false},
+		{"a failure", other, false},
+	} {
+		if got := OnlyZonallyShifted(tc.err); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -93,6 +93,7 @@ func configFromContext(app awscdk.App) (config, error) {
 		ReservedENIs:              c.integer("reservedENIs", 0),
 		VMMemoryOverheadPercent:   c.fraction("vmMemoryOverheadPercent", stack.DefaultVMMemoryOverheadPercent),
 		IsolatedVPC:               c.boolean("isolatedVPC"),
+		EnableZonalShift:          c.boolean("enableZonalShift"),
 		AMIRefreshInterval:        c.duration("amiRefreshInterval", stack.DefaultRefreshInterval),
 		SubnetRefreshInterval:     c.duration("subnetRefreshInterval", stack.DefaultRefreshInterval),
 		ClusterEndpoint:           c.str("clusterEndpoint", ""),

@@ -83,6 +83,7 @@ var settingSamples = map[string][2]string{
 	"clusterEndpoint":         {"https://ABCD.gr7.eu-west-1.eks.amazonaws.com", "https://ABCD.gr7.eu-west-1.eks.amazonaws.com"},
 	"clusterCABundle":         {testCA, testCA},
 	"isolatedVPC":             {"true", "true"},
+	"enableZonalShift":        {"true", "true"},
 	"vmMemoryOverheadPercent": {"0.05", "0.05"},
 	"reservedENIs":            {"1", "1"},
 	"amiRefreshInterval":      {"5m", "5m"},
@@ -106,6 +107,7 @@ var settingErrors = map[string]string{
 	"clusterEndpoint":         "http://plain",
 	"clusterCABundle":         "not base64",
 	"isolatedVPC":             "maybe",
+	"enableZonalShift":        "sometimes",
 	"vmMemoryOverheadPercent": "1.5",
 	"reservedENIs":            "-1",
 	"amiRefreshInterval":      "30s",
@@ -285,7 +287,9 @@ func TestSettingsTable(t *testing.T) {
 		for _, fn := range functions.Names() {
 			var want []string
 			for _, v := range append(append([]string{}, own[fn]...), documented[fn]...) {
-				if _, has := env[fn][v]; has || (v != "CLUSTER_ENDPOINT" && v != "CLUSTER_CA_DATA") {
+				// CLUSTER_ENDPOINT and CLUSTER_CA_DATA come with
+				// clusterEndpoint, CLUSTER_ARN with enableZonalShift.
+				if _, has := env[fn][v]; has || (v != "CLUSTER_ENDPOINT" && v != "CLUSTER_CA_DATA" && v != "CLUSTER_ARN") {
 					want = append(want, v)
 				}
 			}

@@ -21,7 +21,8 @@ func TestFunctions(t *testing.T) {
 	// at their defaults.
 	common := map[string]any{"KARPLESS_NAMESPACE": "kube-system", "KUBE_CLIENT_QPS": "200", "KUBE_CLIENT_BURST": "300"}
 	controller := map[string]any{"PREFERENCE_POLICY": "Respect", "MIN_VALUES_POLICY": "Strict", "RESERVED_ENIS": "0",
-		"VM_MEMORY_OVERHEAD_PERCENT": "0.075", "ISOLATED_VPC": "false", "AMI_REFRESH_INTERVAL": "1m0s", "SUBNET_REFRESH_INTERVAL": "1m0s"}
+		"VM_MEMORY_OVERHEAD_PERCENT": "0.075", "ISOLATED_VPC": "false", "AMI_REFRESH_INTERVAL": "1m0s", "SUBNET_REFRESH_INTERVAL": "1m0s",
+		"ENABLE_ZONAL_SHIFT": "false"}
 	with := func(env map[string]any, more ...map[string]any) map[string]any {
 		for _, m := range more {
 			for k, v := range m {

@@ -343,6 +343,17 @@ func instanceProfileGCStatements(cluster string) []awsiam.PolicyStatement {
 // instance status controller does, to replace impaired instances and those
 // scheduled for retirement. Only that function calls it. Describe* calls
 // support no resource-level permissions: "*", pinned to the region.
+// zonalShiftStatement lets a controller read this cluster's ARC zonal
+// shifts (enableZonalShift) and no other resource's: Karpenter's statement
+// (KarpenterControllerZonalShiftPolicy), which names the resource in
+// arc-zonal-shift:ResourceIdentifier, the key ARC documents for it.
+func zonalShiftStatement(cluster string) awsiam.PolicyStatement {
+	return statement("AllowZonalShiftStatusReadOnly",
+		[]string{"arc-zonal-shift:GetManagedResource"},
+		jsii.Strings("*"),
+		cond{"StringEquals": cond{"arc-zonal-shift:ResourceIdentifier": clusterARN(cluster)}})
+}
+
 func instanceStatusStatement() awsiam.PolicyStatement {
 	return statement("AllowInstanceStatusReadActions",
 		[]string{"ec2:DescribeInstanceStatus"},

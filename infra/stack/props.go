@@ -147,6 +147,10 @@ type Props struct {
 	// IsolatedVPC is the controllers' ISOLATED_VPC: no Price List API
 	// call; the build's on-demand prices stand in.
 	IsolatedVPC bool
+	// EnableZonalShift is the controllers' ENABLE_ZONAL_SHIFT: they read
+	// the cluster's ARC zonal shifts (CLUSTER_ARN, set with it) and may
+	// call arc-zonal-shift:GetManagedResource on the cluster.
+	EnableZonalShift bool
 	// AMIRefreshInterval and SubnetRefreshInterval are the controllers'
 	// AMI_REFRESH_INTERVAL and SUBNET_REFRESH_INTERVAL (1m, the least).
 	AMIRefreshInterval    time.Duration

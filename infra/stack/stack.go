@@ -457,6 +457,14 @@ func (s *Stack) defineFunctions() error {
 		}
 		return env
 	}
+	// enableZonalShift: the three read the cluster's zonal shifts, and
+	// only they, and only then, may.
+	controllerInline := func(stmts ...awsiam.PolicyStatement) []awsiam.PolicyStatement {
+		if s.Props.EnableZonalShift {
+			stmts = append(stmts, zonalShiftStatement(cluster))
+		}
+		return stmts
+	}
 	fns := []function{
 		{
 			name: Provisioner, id: "Provisioner", tick: true,
@@ -470,6 +478,7 @@ func (s *Stack) defineFunctions() error {
 			// profilesGC: the provisioner runs the EC2NodeClass finalizer,
 			// which deletes a deleted class's instance profiles.
 			managed: mutating(launch, profiles, profilesGC),
+			inline:  controllerInline(),
 		},
 		{
 			name: Disruption, id: "Disruption", tick: true,
@@ -481,7 +490,7 @@ func (s *Stack) defineFunctions() error {
 				"NODE_REPAIR":                jsii.String(fmt.Sprint(s.Props.NodeRepair)),
 			}),
 			managed: mutating(launch, profiles, profilesGC),
-			inline:  []awsiam.PolicyStatement{instanceStatusStatement()},
+			inline:  controllerInline(instanceStatusStatement()),
 		},
 		{
 			name: Interruption, id: "Interruption",
@@ -494,7 +503,7 @@ func (s *Stack) defineFunctions() error {
 				"METRICS_LEVEL":          metricsEnv,
 			}),
 			managed: mutating(launch),
-			inline:  queueConsumer,
+			inline:  controllerInline(queueConsumer...),
 		},
 		{
 			name: Bootstrap, id: "Bootstrap",
@@ -685,7 +694,7 @@ func (s *Stack) commonSettings() map[string]*string {
 // same on the three functions that simulate (provisioner, disruption,
 // interruption), as Karpenter's one controller reads them once.
 func (s *Stack) controllerSettings() map[string]*string {
-	return map[string]*string{
+	env := map[string]*string{
 		"PREFERENCE_POLICY":          jsii.String(s.Props.PreferencePolicy),
 		"MIN_VALUES_POLICY":          jsii.String(s.Props.MinValuesPolicy),
 		"RESERVED_ENIS":              jsii.String(fmt.Sprint(s.Props.ReservedENIs)),
@@ -693,7 +702,12 @@ func (s *Stack) controllerSettings() map[string]*string {
 		"ISOLATED_VPC":               jsii.String(fmt.Sprint(s.Props.IsolatedVPC)),
 		"AMI_REFRESH_INTERVAL":       jsii.String(s.Props.AMIRefreshInterval.String()),
 		"SUBNET_REFRESH_INTERVAL":    jsii.String(s.Props.SubnetRefreshInterval.String()),
+		"ENABLE_ZONAL_SHIFT":         jsii.String(fmt.Sprint(s.Props.EnableZonalShift)),
 	}
+	if s.Props.EnableZonalShift {
+		env["CLUSTER_ARN"] = clusterARN(s.cluster())
+	}
+	return env
 }
 
 // bootstrapEnv is the bootstrap function's settings: what it installs

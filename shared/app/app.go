@@ -12,6 +12,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	awssdkconfig "github.com/aws/aws-sdk-go-v2/config"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/karpless/karpless/functions"
@@ -22,8 +24,10 @@ import (
 	"github.com/karpless/karpless/shared/aws/nodeclass"
 	"github.com/karpless/karpless/shared/aws/pricing"
 	"github.com/karpless/karpless/shared/aws/unavailable"
+	awszonalshift "github.com/karpless/karpless/shared/aws/zonalshift"
 	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/catalog"
+	"github.com/karpless/karpless/shared/core/zonalshift"
 	"github.com/karpless/karpless/shared/function/config"
 	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/function/shadow"
@@ -160,7 +164,34 @@ func (e *Env) Provisioner() *provision.Provisioner {
 		Log:        e.Log,
 		MetricsOut: e.Out,
 		Decisions:  e.Decisions(functions.Provisioner),
+
+		ZonalShifts: e.zonalShifts(),
 	}
+}
+
+// zonalShifts is an invocation's reader of the cluster's ARC zonal shifts
+// (ENABLE_ZONAL_SHIFT), or nil when the setting is off.
+func (e *Env) zonalShifts() awszonalshift.Source {
+	if !e.Config.EnableZonalShift {
+		return nil
+	}
+	return &awszonalshift.Reader{
+		API: e.AWS.ARCZonalShift, ClusterARN: e.Config.ClusterARN, Now: e.Clock.Now, MaxAge: awszonalshift.DefaultMaxAge, Log: e.Log,
+		LastKnown: e.lastKnownZonalShifts,
+	}
+}
+
+// lastKnownZonalShifts are the zones the disruption function last found
+// shifted away from (its state ConfigMap); none when it never recorded any.
+func (e *Env) lastKnownZonalShifts(ctx context.Context) (zonalshift.Zones, error) {
+	cm, err := e.Kube.Core.CoreV1().ConfigMaps(e.Config.Namespace).Get(ctx, disrupt.StateConfigMap, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading configmap %s/%s: %w", e.Config.Namespace, disrupt.StateConfigMap, err)
+	}
+	return zonalshift.Parse(cm.Data[disrupt.ZonalShiftsKey]), nil
 }
 
 // Decisions records a function's decisions in shadow mode (MODE=shadow);

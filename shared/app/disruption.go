@@ -16,10 +16,16 @@ import (
 
 // Disrupter is a disruption engine for one invocation.
 func (e *Env) Disrupter() *disrupt.Disrupter {
+	// One reader for the tick and the provisioning it borrows: a pass's
+	// two reads are one call.
+	shifts := e.zonalShifts()
+	p := e.Provisioner()
+	p.ZonalShifts = shifts
 	return &disrupt.Disrupter{
 		Config:       e.Config,
 		Kube:         e.Kube,
-		Provisioning: Lend(e.Provisioner()),
+		Provisioning: Lend(p),
+		ZonalShifts:  shifts,
 		Instances:    instance.NewProvider(e.AWS.EC2, e.Config.ClusterName),
 		EC2:          e.AWS.EC2,
 		Templates:    &launchtemplate.Provider{EC2: e.AWS.EC2, Now: e.Clock.Now, Region: e.Config.Region},

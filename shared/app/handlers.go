@@ -6,6 +6,8 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
 	"github.com/karpless/karpless/shared/aws/instance"
+	awszonalshift "github.com/karpless/karpless/shared/aws/zonalshift"
+	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/timing"
 	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/function/tick"
@@ -34,7 +36,7 @@ func (e *Env) Interruption() *interrupt.Handler {
 	account, queueARN := e.Config.InterruptionQueue()
 	return &interrupt.Handler{
 		Kube: e.Kube, Provisioner: p, Clock: e.Clock, Log: e.Log, Events: events, Metrics: metrics,
-		Drainer: drainer{e: e, t: &termination.Terminator{
+		Drainer: drainer{e: e, shifts: p.ZonalShifts, t: &termination.Terminator{
 			Kube: e.Kube, Instances: instance.NewProvider(e.AWS.EC2, e.Config.ClusterName),
 			Clock: e.Clock, Log: e.Log, Events: events, Metrics: metrics,
 		}},
@@ -67,6 +69,9 @@ func (e *Env) InterruptionHandler() func(context.Context, lambdaevents.SQSEvent)
 type drainer struct {
 	e *Env
 	t *termination.Terminator
+	// shifts reads the zones ARC shifts the cluster away from (nil: none):
+	// no instance of theirs is terminated.
+	shifts awszonalshift.Source
 }
 
 func (d drainer) Drain(ctx context.Context) error {
@@ -74,7 +79,15 @@ func (d drainer) Drain(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = d.t.Reconcile(ctx, snap)
+	shifted, err := awszonalshift.Read(ctx, d.shifts)
+	if err != nil {
+		return err
+	}
+	t := *d.t
+	if p, ok := t.Instances.(instance.ZonalShifter); ok {
+		t.Instances = p.WithZonalShift(shifted, cloud.KnownInstances(snap.NodeClaims, snap.NodeClasses))
+	}
+	_, err = t.Reconcile(ctx, snap)
 	return err
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/karpless/karpless/shared/core/instancetype"
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/timing"
+	"github.com/karpless/karpless/shared/core/zonalshift"
 	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/kube"
 	"github.com/karpless/karpless/shared/kube/eksauth"
@@ -103,6 +104,10 @@ type Cloud struct {
 	launched atomic.Int64
 	// resv is what capacity reservations can still take (reservation.go).
 	resv reservations
+	// shifted are the zones (IDs) ARC shifts the cluster away from, and
+	// unshifted the Instances the Cloud was opened with (zonalshift.go).
+	shifted   zonalshift.Zones
+	unshifted *instance.Provider
 }
 
 type classView struct {
@@ -162,13 +167,13 @@ func (c *Cloud) Use(ctx context.Context, ncs []*awsv1.EC2NodeClass) error {
 				prices.Offered = book.Offered
 			}
 		}
-		types, err := instancetype.Build(cat, cfg, instancetype.Zones(nc), prices, unavailableIn(c.ice, nc))
+		types, err := instancetype.Build(cat, cfg, instancetype.Zones(nc), prices, c.withoutShifted(nc, unavailableIn(c.ice, nc)))
 		if err != nil {
 			return fmt.Errorf("instance types of ec2nodeclass %s: %w", nc.Name, err)
 		}
 		types = instancetype.FilterByAMIs(types, nc.Status.AMIs)
 		types = ForPlacementGroup(types, nc)
-		types = instancetype.WithReservations(types, nc, c.available, c.ice.Unavailable)
+		types = instancetype.WithReservations(types, nc, c.available, c.withoutShifted(nc, c.ice.Unavailable))
 		views[nc.Name] = &classView{nc: nc, types: types}
 		classes[nc.Name] = &scheduling.NodeClass{Name: nc.Name, Ready: nodeclass.IsReady(nc) && nc.DeletionTimestamp == nil, InstanceTypes: types}
 	}

@@ -74,7 +74,9 @@ func (c *Cloud) Launch(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeC
 		// A tick died between CreateFleet and recording its result.
 		keep := existing[0]
 		if len(existing) > 1 {
-			if err := c.Instances.Delete(ctx, c.Metrics, existing[1:]...); err != nil {
+			// One in a zonally shifted zone is left to garbage
+			// collection, after the shift.
+			if err := c.Instances.Delete(ctx, c.Metrics, existing[1:]...); err != nil && !instance.OnlyZonallyShifted(err) {
 				return nil, failed.Count(MethodCreate, err)
 			}
 		}

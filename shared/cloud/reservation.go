@@ -120,7 +120,8 @@ func (c *Cloud) reservedOffering(o scheduling.Offering, reservationReq *scheduli
 // shows as full. Launching again with the attempt's ClientToken returns
 // that instance; a reservation that is really full answers
 // ReservationCapacityExceeded, which marks it (markReservationsFull). The
-// reservation must still be one of the class's, not expiring, in its zones.
+// reservation must still be one of the class's, not expiring, in its zones,
+// and its zone not shifted away from (ARC zonal shift).
 func (c *Cloud) pinnedReservation(view *classView, o scheduling.Offering, reservationReq *scheduling.Requirement) bool {
 	if o.CapacityType != wellknown.CapacityTypeReserved || !pinnedTo(reservationReq, o.ReservationID) {
 		return false
@@ -131,7 +132,7 @@ func (c *Cloud) pinnedReservation(view *classView, o scheduling.Offering, reserv
 	}
 	for _, cr := range view.nc.Status.CapacityReservations {
 		if cr.ID == o.ReservationID {
-			return zoned && cr.State != nodeclass.ReservationStateExpiring
+			return zoned && cr.State != nodeclass.ReservationStateExpiring && !c.zoneShifted(view.nc, o.Zone)
 		}
 	}
 	return false

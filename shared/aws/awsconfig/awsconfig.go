@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	"github.com/aws/aws-sdk-go-v2/service/arczonalshift"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
@@ -110,6 +111,8 @@ type Clients struct {
 	// PriceList reads on-demand prices; nil where the partition has no
 	// Price List API (GovCloud).
 	PriceList *pricing.Client
+	// ARCZonalShift reads the cluster's zonal shifts (ENABLE_ZONAL_SHIFT).
+	ARCZonalShift *arczonalshift.Client
 }
 
 // NewClients builds every client from cfg.
@@ -123,6 +126,8 @@ func NewClients(cfg aws.Config) *Clients {
 		STS:    sts.NewFromConfig(cfg),
 		SQS:    sqs.NewFromConfig(cfg),
 		Lambda: lambda.NewFromConfig(cfg),
+
+		ARCZonalShift: arczonalshift.NewFromConfig(cfg),
 	}
 	if r := PriceListRegion(cfg.Region); r != "" {
 		c.PriceList = pricing.NewFromConfig(cfg, func(o *pricing.Options) { o.Region = r })

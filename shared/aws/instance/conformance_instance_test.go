@@ -17,6 +17,7 @@ import (
 
 	"github.com/karpless/karpless/shared/core/conformance"
 	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/core/zonalshift"
 )
 
 // confEC2 is an EC2 of stored instances (DescribeInstances honours the
@@ -30,6 +31,13 @@ type confEC2 struct {
 	// terminateErr fails every TerminateInstances; terminations counts them.
 	terminateErr error
 	terminations int
+	// describes and tags count DescribeInstances and CreateTags calls.
+	describes, tags int
+}
+
+func (f *confEC2) CreateTags(context.Context, *ec2.CreateTagsInput, ...func(*ec2.Options)) (*ec2.CreateTagsOutput, error) {
+	f.tags++
+	return &ec2.CreateTagsOutput{}, nil
 }
 
 func (f *confEC2) TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {
@@ -55,6 +63,7 @@ func (f *confEC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...
 }
 
 func (f *confEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+	f.describes++
 	var found []ec2types.Instance
 	for id, i := range f.instances {
 		if len(in.InstanceIds) > 0 && !slices.Contains(in.InstanceIds, id) {
@@ -223,18 +232,101 @@ func TestConformanceInstanceProvider(t *testing.T) {
 			t.Errorf("get of a reclaimed instance: %v, want not found", err)
 		}
 	})
-	zonalShift := "Open, not accepted (issue 27: it can disrupt more than Karpenter): Karpless does not read ARC zonal shifts: it calls EC2 (DescribeInstances, TerminateInstances, CreateTags) for instances in a zonally shifted zone as in any other, and keeps no instance cache to serve them from; a user sees terminations and tagging proceed (or fail with EC2's error) in a shifted zone, where Karpenter v1.14 defers them until the shift ends"
-	for _, spec := range []string{
-		"Zonal Shift > should not call DescribeInstances for instances in a zonally shifted AZ",
-		"Zonal Shift > should not call TerminateInstances for instances in a zonally shifted AZ",
-		"Zonal Shift > should not call CreateTags for instances in a zonally shifted AZ",
-		"Zonal Shift > Cache Miss > should not call TerminateInstances even with a cold cache since Delete calls Get first",
-		"Cache Eviction > should not evict cached instances in a zonally shifted AZ when not returned by List",
-	} {
-		cs := c(spec)
-		cs.Differs = zonalShift
-		conformance.Run(t, cs, func(*testing.T) {})
+	// Zonal Shift: Karpenter's instance cache is, in Karpless, what the
+	// pass knows from its NodeClaims (WithZonalShift's known instances);
+	// "a warm cache" is a known instance, "a cold cache" an unknown one.
+	shiftedEC2 := func() *confEC2 {
+		return &confEC2{instances: map[string]ec2types.Instance{"i-1a": {
+			InstanceId: aws.String("i-1a"), InstanceType: "m5.large", State: &ec2types.InstanceState{Name: ec2types.InstanceStateNameRunning},
+			Placement: &ec2types.Placement{AvailabilityZone: aws.String("test-zone-1a"), AvailabilityZoneId: aws.String("tstz1-1a")},
+			Tags: []ec2types.Tag{{Key: aws.String(wellknown.ClusterTagKey("demo")), Value: aws.String(wellknown.OwnedTagValue)},
+				{Key: aws.String(wellknown.NodePoolTagKey), Value: aws.String("default")}},
+		}}}
 	}
+	shift := zonalshift.Zones{"tstz1-1a": true}
+	known := []Instance{{ID: "i-1a", Zone: "test-zone-1a", ZoneID: "tstz1-1a", Tags: map[string]string{wellknown.NodeClaimTagKey: "default-abc"}}}
+	conformance.Run(t, c("Zonal Shift > should not call DescribeInstances for instances in a zonally shifted AZ"), func(t *testing.T) {
+		api := shiftedEC2()
+		p := NewProvider(api, "demo").WithZonalShift(shift, known)
+		inst, err := p.Get(ctx, "i-1a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inst.ID != "i-1a" || inst.ZoneID != "tstz1-1a" {
+			t.Errorf("got %+v, want i-1a in tstz1-1a", inst)
+		}
+		if got, err := p.ForNodeClaim(ctx, "default-abc"); err != nil || len(got) != 1 || got[0].ID != "i-1a" {
+			t.Errorf("ForNodeClaim = %v %v, want the known i-1a", got, err)
+		}
+		if api.describes != 0 {
+			t.Errorf("%d DescribeInstances calls, want 0", api.describes)
+		}
+	})
+	conformance.Run(t, c("Zonal Shift > should not call TerminateInstances for instances in a zonally shifted AZ"), func(t *testing.T) {
+		api := shiftedEC2()
+		p := NewProvider(api, "demo").WithZonalShift(shift, known)
+		inst, err := p.Get(ctx, "i-1a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		failures := counter{}
+		err = p.Delete(ctx, failures, *inst)
+		if err == nil || !strings.Contains(err.Error(), "zonally shifted") || !errors.Is(err, ErrZonallyShifted) {
+			t.Fatalf("delete: %v, want a zonally shifted error", err)
+		}
+		if want := "instance i-1a is in zonally shifted availability zone test-zone-1a (tstz1-1a), skipping termination"; !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("delete: %q, want Karpenter's %q", err, want)
+		}
+		if api.describes != 0 || api.terminations != 0 {
+			t.Errorf("%d DescribeInstances and %d TerminateInstances calls, want none", api.describes, api.terminations)
+		}
+		// The intentional skip is not a termination failure.
+		if len(failures) != 0 {
+			t.Errorf("counted %v, want nothing", failures)
+		}
+	})
+	conformance.Run(t, c("Zonal Shift > should not call CreateTags for instances in a zonally shifted AZ"), func(t *testing.T) {
+		api := shiftedEC2()
+		err := NewProvider(api, "demo").WithZonalShift(shift, known).Tag(ctx, "i-1a", map[string]string{"test-key": "test-value"})
+		if err == nil || !strings.Contains(err.Error(), "zonally shifted") || !errors.Is(err, ErrZonallyShifted) {
+			t.Fatalf("tag: %v, want a zonally shifted error", err)
+		}
+		if api.tags != 0 {
+			t.Errorf("%d CreateTags calls, want 0", api.tags)
+		}
+	})
+	conformance.Run(t, c("Zonal Shift > Cache Miss > should not call TerminateInstances even with a cold cache since Delete calls Get first"), func(t *testing.T) {
+		api := shiftedEC2()
+		p := NewProvider(api, "demo").WithZonalShift(shift, nil)
+		inst, err := p.Get(ctx, "i-1a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = p.Delete(ctx, nil, *inst)
+		if err == nil || !strings.Contains(err.Error(), "zonally shifted") {
+			t.Fatalf("delete: %v, want a zonally shifted error", err)
+		}
+		// Get asked EC2 (nothing was known), and EC2's answer named the zone.
+		if api.describes != 1 || api.terminations != 0 {
+			t.Errorf("%d DescribeInstances and %d TerminateInstances calls, want 1 and 0", api.describes, api.terminations)
+		}
+	})
+	conformance.Run(t, c("Cache Eviction > should not evict cached instances in a zonally shifted AZ when not returned by List"), func(t *testing.T) {
+		api := shiftedEC2()
+		p := NewProvider(api, "demo").WithZonalShift(shift, known)
+		delete(api.instances, "i-1a")
+		listed, err := p.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(listed) != 1 || listed[0].ID != "i-1a" {
+			t.Errorf("listed %v, want the known i-1a EC2 did not list", listed)
+		}
+		inst, err := p.Get(ctx, "i-1a")
+		if err != nil || inst.ID != "i-1a" {
+			t.Errorf("get: %v %v, want the known i-1a", inst, err)
+		}
+	})
 	conformance.Run(t, c("Zonal Shift > Cache Miss > should proceed with CreateTags when instance is not in the cache"), func(t *testing.T) {
 		api := &tagEC2{}
 		if err := NewProvider(api, "demo").Tag(ctx, "i-1", map[string]string{"test-key": "test-value"}); err != nil {

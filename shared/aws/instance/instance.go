@@ -25,6 +25,7 @@ import (
 	"github.com/karpless/karpless/shared/aws/awserr"
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/core/zonalshift"
 )
 
 // EC2 is the part of the EC2 API this package calls.
@@ -152,6 +153,74 @@ var ErrAlreadyRequested = errors.New("launch already requested with this client 
 type Provider struct {
 	ec2     EC2
 	cluster string
+	// shifted are the zones (IDs) ARC shifts the cluster away from, and
+	// known the instances the pass knows without asking EC2 (from its
+	// NodeClaims), by ID: see WithZonalShift.
+	shifted zonalshift.Zones
+	known   map[string]Instance
+}
+
+// ErrZonallyShifted means a call for an instance was not made because its
+// zone is shifted away from (ARC zonal shift): EC2 calls for an impaired
+// zone fail or hang, and their retries only add load there. The call is
+// for after the shift; nothing about the instance is concluded meanwhile.
+var ErrZonallyShifted = errors.New("zonally shifted")
+
+// WithZonalShift is the provider for one pass that knows the zones ARC
+// shifts the cluster away from (shifted, zone IDs) and what the pass knows
+// of its instances (known: at least ID, Zone and ZoneID, from NodeClaims;
+// Tags[karpenter.sh/nodeclaim] names the claim). While an instance's zone
+// is shifted it makes no EC2 call for it, as Karpenter v1.14 does with
+// its instance cache: Get and ForNodeClaim answer with what is known,
+// Delete and Tag refuse with ErrZonallyShifted, and List keeps a known
+// instance EC2 did not list. Without a shift it is p.
+func (p *Provider) WithZonalShift(shifted zonalshift.Zones, known []Instance) *Provider {
+	if len(shifted) == 0 {
+		return p
+	}
+	q := &Provider{ec2: p.ec2, cluster: p.cluster, shifted: shifted, known: map[string]Instance{}}
+	for _, i := range known {
+		if i.ID != "" {
+			q.known[i.ID] = i
+		}
+	}
+	return q
+}
+
+// ZonalShifter gives a pass its shift-aware provider (a *Provider does).
+type ZonalShifter interface {
+	WithZonalShift(shifted zonalshift.Zones, known []Instance) *Provider
+}
+
+// Shifted reports whether the instance's zone is shifted away from.
+func (p *Provider) Shifted(i Instance) bool { return p.shifted.Has(i.ZoneID) }
+
+// shiftedKnown is the known instance of that ID when its zone is shifted.
+func (p *Provider) shiftedKnown(id string) (Instance, bool) {
+	i, ok := p.known[id]
+	return i, ok && p.Shifted(i)
+}
+
+// OnlyZonallyShifted reports whether err is ErrZonallyShifted alone (for
+// one instance or several, errors.Join'ed): nothing failed but what waits
+// for a shift to end.
+func OnlyZonallyShifted(err error) bool {
+	if err == nil {
+		return false
+	}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			if !OnlyZonallyShifted(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, ErrZonallyShifted)
+}
+
+func shiftedError(i Instance, skipping string) error {
+	return fmt.Errorf("instance %s is in zonally shifted availability zone %s (%s), skipping %s: %w", i.ID, i.Zone, i.ZoneID, skipping, ErrZonallyShifted)
 }
 
 // NewProvider returns a provider for the cluster's instances.
@@ -403,15 +472,47 @@ var LiveStates = []string{"pending", "running", "stopping", "stopped", "shutting
 
 // List returns the cluster's instances (tagged kubernetes.io/cluster/<name>
 // and karpenter.sh/nodepool) in the given states (LiveStates if none).
+// During a zonal shift, a known instance of a shifted zone that EC2 did
+// not list is listed all the same (with no states given): EC2's answers
+// about an impaired zone prove nothing, and what is missing from them
+// must not read as gone.
 func (p *Provider) List(ctx context.Context, states ...string) ([]Instance, error) {
-	return p.describe(ctx, states,
+	out, err := p.describe(ctx, states,
 		ec2types.Filter{Name: aws.String("tag:" + wellknown.ClusterTagKey(p.cluster)), Values: []string{wellknown.OwnedTagValue}},
 		ec2types.Filter{Name: aws.String("tag-key"), Values: []string{wellknown.NodePoolTagKey}},
 	)
+	if err != nil || len(p.known) == 0 || len(states) > 0 {
+		return out, err
+	}
+	listed := map[string]bool{}
+	for _, i := range out {
+		listed[i.ID] = true
+	}
+	for id, i := range p.known {
+		if !listed[id] && p.Shifted(i) {
+			out = append(out, i)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out, nil
 }
 
-// ForNodeClaim returns the live instances tagged with the NodeClaim's name.
+// ForNodeClaim returns the live instances tagged with the NodeClaim's
+// name. During a zonal shift, a claim known to have an instance in a
+// shifted zone gets its known instances, without asking EC2.
 func (p *Provider) ForNodeClaim(ctx context.Context, nodeClaim string) ([]Instance, error) {
+	var known []Instance
+	shifted := false
+	for _, i := range p.known {
+		if i.Tags[wellknown.NodeClaimTagKey] == nodeClaim {
+			known = append(known, i)
+			shifted = shifted || p.Shifted(i)
+		}
+	}
+	if shifted {
+		sort.Slice(known, func(a, b int) bool { return known[a].ID < known[b].ID })
+		return known, nil
+	}
 	return p.describe(ctx, nil,
 		ec2types.Filter{Name: aws.String("tag:" + wellknown.ClusterTagKey(p.cluster)), Values: []string{wellknown.OwnedTagValue}},
 		ec2types.Filter{Name: aws.String("tag:" + wellknown.NodeClaimTagKey), Values: []string{nodeClaim}},
@@ -419,8 +520,12 @@ func (p *Provider) ForNodeClaim(ctx context.Context, nodeClaim string) ([]Instan
 }
 
 // Get returns one instance; not found is an error matched by awserr.IsNotFound
-// or ErrNotFound.
+// or ErrNotFound. During a zonal shift, a known instance of a shifted zone
+// is answered with what is known, without asking EC2.
 func (p *Provider) Get(ctx context.Context, id string) (*Instance, error) {
+	if i, ok := p.shiftedKnown(id); ok {
+		return &i, nil
+	}
 	out, err := p.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
 	if err != nil {
 		if awserr.IsNotFound(err) {
@@ -527,25 +632,39 @@ type Counter interface {
 // Terminate. When TerminateInstances fails, each is counted once in
 // TerminationFailuresMetric on failures (nil counts nothing), by the zone
 // it was read in, as Karpenter's Delete counts its failed call; an
-// instance already gone is not a failure.
+// instance already gone is not a failure. An instance of a zone shifted
+// away from is not terminated (ErrZonallyShifted, not a failure counted):
+// Karpenter v1.14 leaves it until the shift ends.
 func (p *Provider) Delete(ctx context.Context, failures Counter, insts ...Instance) error {
-	ids := make([]string, len(insts))
-	for i, inst := range insts {
-		ids[i] = inst.ID
+	var ids []string
+	var skipped []error
+	var terminated []Instance
+	for _, inst := range insts {
+		if p.Shifted(inst) {
+			skipped = append(skipped, shiftedError(inst, "termination"))
+			continue
+		}
+		ids = append(ids, inst.ID)
+		terminated = append(terminated, inst)
 	}
 	err := p.Terminate(ctx, ids...)
 	if err != nil && failures != nil {
-		for _, inst := range insts {
+		for _, inst := range terminated {
 			failures.Count(TerminationFailuresMetric, 1, map[string]string{"zone": inst.Zone, "zone_id": inst.ZoneID})
 		}
 	}
-	return err
+	return errors.Join(append(skipped, err)...)
 }
 
-// Tag adds tags to an instance (idempotent).
+// Tag adds tags to an instance (idempotent). During a zonal shift, a known
+// instance of a shifted zone is not tagged (ErrZonallyShifted); one the
+// pass does not know is, as Karpenter tags an instance its cache misses.
 func (p *Provider) Tag(ctx context.Context, id string, tags map[string]string) error {
 	if len(tags) == 0 {
 		return nil
+	}
+	if i, ok := p.shiftedKnown(id); ok {
+		return shiftedError(i, "tag creation")
 	}
 	_, err := p.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: toTags(tags)})
 	if err != nil {

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/karpless/karpless/shared/core/zonalshift"
 )
 
 type fakeEC2 struct {
@@ -206,5 +209,84 @@ func TestDeleteCountsFailures(t *testing.T) {
 				t.Errorf("delete without a counter: %v", err)
 			}
 		})
+	}
+}
+
+// termEC2 records the instances TerminateInstances was asked for.
+type termEC2 struct {
+	confEC2
+	terminated []string
+}
+
+func (f *termEC2) TerminateInstances(_ context.Context, in *ec2.TerminateInstancesInput, _ ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {
+	f.terminated = append(f.terminated, in.InstanceIds...)
+	return &ec2.TerminateInstancesOutput{}, nil
+}
+
+func TestWithZonalShift(t *testing.T) {
+	ctx := context.Background()
+	shifted := zonalshift.Zones{"usw2-az1": true}
+	inA := Instance{ID: "i-a", Zone: "us-west-2a", ZoneID: "usw2-az1"}
+	inB := Instance{ID: "i-b", Zone: "us-west-2b", ZoneID: "usw2-az2"}
+	t.Run("delete terminates only what is outside the shifted zone", func(t *testing.T) {
+		api := &termEC2{}
+		err := NewProvider(api, "demo").WithZonalShift(shifted, nil).Delete(ctx, nil, inA, inB)
+		if !errors.Is(err, ErrZonallyShifted) {
+			t.Errorf("delete: %v, want ErrZonallyShifted for i-a", err)
+		}
+		if !slices.Equal(api.terminated, []string{"i-b"}) {
+			t.Errorf("terminated %v, want [i-b]", api.terminated)
+		}
+	})
+	t.Run("no shift: the same provider, every call made", func(t *testing.T) {
+		p := NewProvider(&termEC2{}, "demo")
+		if p.WithZonalShift(nil, []Instance{inA}) != p {
+			t.Error("WithZonalShift without a shift made a new provider")
+		}
+		api := &termEC2{}
+		if err := NewProvider(api, "demo").WithZonalShift(zonalshift.Zones{}, nil).Delete(ctx, nil, inA); err != nil || len(api.terminated) != 1 {
+			t.Errorf("delete without a shift: %v, terminated %v", err, api.terminated)
+		}
+	})
+	t.Run("a known instance outside the shifted zone is read from EC2", func(t *testing.T) {
+		api := &termEC2{}
+		api.instances = map[string]ec2types.Instance{"i-b": {InstanceId: aws.String("i-b"), State: &ec2types.InstanceState{Name: "stopped"}}}
+		got, err := NewProvider(api, "demo").WithZonalShift(shifted, []Instance{inA, inB}).Get(ctx, "i-b")
+		if err != nil || got.State != "stopped" || api.describes != 1 {
+			t.Errorf("get: %+v %v after %d describes, want EC2's answer", got, err, api.describes)
+		}
+	})
+	t.Run("list in chosen states adds nothing known", func(t *testing.T) {
+		api := &termEC2{}
+		got, err := NewProvider(api, "demo").WithZonalShift(shifted, []Instance{inA}).List(ctx, "running")
+		if err != nil || len(got) != 0 {
+			t.Errorf("list: %v %v, want EC2's empty answer", got, err)
+		}
+	})
+	t.Run("tag of an unknown instance in a shifted zone goes ahead", func(t *testing.T) {
+		api := &termEC2{}
+		if err := NewProvider(api, "demo").WithZonalShift(shifted, nil).Tag(ctx, "i-a", map[string]string{"k": "v"}); err != nil || api.tags != 1 {
+			t.Errorf("tag: %v after %d CreateTags, want one call", err, api.tags)
+		}
+	})
+}
+
+func TestOnlyZonallyShifted(t *testing.T) {
+	shifted := fmt.Errorf("instance i-1 ...: %w", ErrZonallyShifted)
+	other := errors.New("RequestLimitExceeded")
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"one shifted", shifted, true},
+		{"several shifted", errors.Join(shifted, shifted), true},
+		{"shifted and a failure", errors.Join(shifted, other), false},
+		{"a failure", other, false},
+	} {
+		if got := OnlyZonallyShifted(tc.err); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/karpless/karpless/shared/core/conformance"
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/wellknown"
+	"github.com/karpless/karpless/shared/core/zonalshift"
 )
 
 // Karpenter v1.14.1's instance type provider suite
@@ -848,6 +849,55 @@ func TestConformanceInstanceTypeCompatibility(t *testing.T) {
 		w.nc.Spec.NetworkInterfaces = efaOnly(0, 1, 2, 3, 4) // dl1.24xlarge supports 4 EFAs
 		if n := countAvailable(w.typeNamed(t, "dl1.24xlarge")); n != 0 {
 			t.Errorf("%d available offerings, want none", n)
+		}
+	})
+}
+
+// TestConformanceInstanceTypeZonalShift ports the zonal shift case: the
+// offerings of a zone ARC shifts the cluster away from are unavailable
+// (zonalshift.Zones.Unavailable, which the launch path's Cloud applies).
+func TestConformanceInstanceTypeZonalShift(t *testing.T) {
+	conformance.Run(t, itCase("should mark offerings as unavailable for zones shifted away from"), func(t *testing.T) {
+		w := newITWorld(t)
+		for i, z := range fakeZones {
+			w.nc.Status.Subnets = append(w.nc.Status.Subnets, awsv1.Subnet{ID: fmt.Sprintf("subnet-test%d", i+1), Zone: z, ZoneID: "tstz1-" + strings.TrimPrefix(z, "test-zone-")})
+		}
+		available := func(shifted zonalshift.Zones) []scheduling.Offering {
+			t.Helper()
+			cfg := catalog.NodeConfigFor(w.nc, w.family)
+			types, err := Build(w.cat, cfg, w.zones, w.prices, shifted.Unavailable(w.nc, Unavailable(w.nc, w.marks.unavailable, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range WithReservations(types, w.nc, func(string) int { return 1 }, shifted.Unavailable(w.nc, w.marks.unavailable)) {
+				if it.Name != "m5.large" {
+					continue
+				}
+				var out []scheduling.Offering
+				for _, o := range it.Offerings {
+					if o.Available {
+						out = append(out, o)
+					}
+				}
+				return out
+			}
+			t.Fatal("no m5.large")
+			return nil
+		}
+		if got := available(nil); len(got) != 6 { // 3 zones x 2 capacity types
+			t.Fatalf("before the shift: %d available offerings, want 6", len(got))
+		}
+		got := available(zonalshift.Zones{"tstz1-1a": true})
+		if len(got) != 4 {
+			t.Errorf("during the shift: %d available offerings, want 4", len(got))
+		}
+		for _, o := range got {
+			if o.Zone == "test-zone-1a" {
+				t.Errorf("offering %s/%s available in the shifted zone", o.CapacityType, o.Zone)
+			}
+		}
+		if got := available(zonalshift.Zones{}); len(got) != 6 {
+			t.Errorf("after the shift: %d available offerings, want 6", len(got))
 		}
 	})
 }

@@ -82,6 +82,15 @@ type Config struct {
 	// the Price List API, which has no VPC endpoint in most regions, and
 	// the build's on-demand prices stand in (as in GovCloud).
 	IsolatedVPC bool
+	// EnableZonalShift is Karpenter's ENABLE_ZONAL_SHIFT (off by
+	// default): every pass reads the ARC zonal shifts on the cluster
+	// (ClusterARN) and neither launches into nor calls EC2 about the
+	// instances of a zone shifted away from, until the shift ends. A
+	// cluster ARC does not know fails the pass (Karpenter does not start).
+	EnableZonalShift bool
+	// ClusterARN is CLUSTER_ARN, the EKS cluster's ARN, ARC's name for it
+	// (the stack sets it with ENABLE_ZONAL_SHIFT).
+	ClusterARN string
 	// AMIRefreshInterval and SubnetRefreshInterval are Karpenter's
 	// AMI_REFRESH_INTERVAL and SUBNET_REFRESH_INTERVAL (1m, their minimum).
 	// Karpless resolves an EC2NodeClass's status whole, so it re-resolves
@@ -251,6 +260,8 @@ func FromLookup(lookup func(string) (string, bool)) (Config, error) {
 	boolean("REMOVE_USER_OBJECTS_ON_DELETE", &c.RemoveUserObjectsOnDelete)
 	boolean("PAUSED", &c.Paused)
 	boolean("ISOLATED_VPC", &c.IsolatedVPC)
+	boolean("ENABLE_ZONAL_SHIFT", &c.EnableZonalShift)
+	c.ClusterARN = get("CLUSTER_ARN")
 	c.PreferencePolicy = firstNonEmpty(get("PREFERENCE_POLICY"), PreferencesRespect)
 	if c.PreferencePolicy != PreferencesRespect && c.PreferencePolicy != PreferencesIgnore {
 		errs = append(errs, fmt.Errorf("PREFERENCE_POLICY=%q is not %s or %s", c.PreferencePolicy, PreferencesRespect, PreferencesIgnore))
@@ -324,6 +335,9 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("INTERRUPTION_QUEUE_URL=%q is not an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)", c.InterruptionQueueURL))
 		}
 	}
+	if c.EnableZonalShift && !clusterARN.MatchString(c.ClusterARN) {
+		errs = append(errs, fmt.Errorf("ENABLE_ZONAL_SHIFT=true needs CLUSTER_ARN, the EKS cluster's ARN (arn:<partition>:eks:<region>:<account>:cluster/<name>); got %q", c.ClusterARN))
+	}
 	if c.BatchIdle > c.BatchMax {
 		errs = append(errs, fmt.Errorf("BATCH_IDLE_DURATION (%s) must not exceed BATCH_MAX_DURATION (%s)", c.BatchIdle, c.BatchMax))
 	}
@@ -332,6 +346,9 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// clusterARN is an EKS cluster's ARN.
+var clusterARN = regexp.MustCompile(`^arn:aws[a-z-]*:eks:[a-z0-9-]+:[0-9]{12}:cluster/[A-Za-z0-9][A-Za-z0-9_-]*$`)
 
 // queuePath is the path of an SQS queue URL: /<account>/<name>.
 var queuePath = regexp.MustCompile(`^/([0-9]{12})/([A-Za-z0-9_-]{1,80}(\.fifo)?)$`)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +198,50 @@ func TestKarpenterSettings(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not name %s", err, want)
 		}
+	}
+}
+
+func TestEnableZonalShift(t *testing.T) {
+	base := map[string]string{"CLUSTER_NAME": "demo", "AWS_REGION": "us-west-2"}
+	with := func(kv ...string) map[string]string {
+		m := maps.Clone(base)
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	const arn = "arn:aws:eks:us-west-2:123456789012:cluster/demo"
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		on      bool
+		wantErr string
+	}{
+		{"off by default", base, false, ""},
+		{"on, with the cluster's ARN", with("ENABLE_ZONAL_SHIFT", "true", "CLUSTER_ARN", arn), true, ""},
+		{"on, in another partition", with("ENABLE_ZONAL_SHIFT", "true", "CLUSTER_ARN", "arn:aws-cn:eks:cn-north-1:123456789012:cluster/demo"), true, ""},
+		{"on, without an ARN", with("ENABLE_ZONAL_SHIFT", "true"), true, "CLUSTER_ARN"},
+		{"on, with a name for an ARN", with("ENABLE_ZONAL_SHIFT", "true", "CLUSTER_ARN", "demo"), true, "CLUSTER_ARN"},
+		{"not a boolean", with("ENABLE_ZONAL_SHIFT", "yes please"), false, "ENABLE_ZONAL_SHIFT"},
+		{"an ARN alone turns nothing on", with("CLUSTER_ARN", arn), false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := FromLookup(env(tc.env))
+			if err == nil {
+				err = c.Validate()
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.EnableZonalShift != tc.on {
+				t.Errorf("EnableZonalShift = %v, want %v", c.EnableZonalShift, tc.on)
+			}
+		})
 	}
 }

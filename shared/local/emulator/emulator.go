@@ -1,4 +1,4 @@
-// Package emulator is an AWS emulator on loopback (EC2, SSM, SQS, EKS, IAM, STS)
+// Package emulator is an AWS emulator on loopback (EC2, SSM, SQS, EKS, IAM, STS, ARC zonal shift)
 // that the real aws-sdk-go-v2 clients talk to, with fault injection and instances that join a local cluster.
 // It is as hostile as real AWS by default (Hostility): eventually consistent,
 // slow to propagate IAM, missing some spot markets, and throttling, failing
@@ -477,7 +477,7 @@ func (e *Emulator) ResetCalls() {
 }
 
 // ServeHTTP routes a request to its service by protocol: X-Amz-Target for
-// the JSON services, the REST path for EKS, the form's Version for the
+// the JSON services, the REST path for EKS, Lambda and ARC zonal shift, the form's Version for the
 // query services.
 func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
@@ -503,6 +503,8 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.serveEKS(w, r, body)
 	case strings.HasPrefix(r.URL.Path, lambdaInvokePrefix):
 		e.serveLambda(w, r, body)
+	case strings.HasPrefix(r.URL.Path, arcManagedPrefix+"/"), r.URL.Path == arcShiftsPrefix, strings.HasPrefix(r.URL.Path, arcShiftsPrefix+"/"):
+		e.serveARC(w, r, body)
 	default:
 		e.serveQuery(w, r, body)
 	}

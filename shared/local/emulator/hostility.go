@@ -155,7 +155,7 @@ const (
 )
 
 // hostileServices are the services random throttles and server errors hit.
-var hostileServices = map[string]bool{"ec2": true, "ssm": true, "iam": true, "sqs": true, "pricing": true, "lambda": true, "events": true, "cloudformation": true}
+var hostileServices = map[string]bool{"ec2": true, "ssm": true, "iam": true, "sqs": true, "pricing": true, "lambda": true, "events": true, "cloudformation": true, "arc-zonal-shift": true}
 
 // mutatingActions are the calls whose answer LostAnswerRate may lose after
 // applying them.

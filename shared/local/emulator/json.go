@@ -234,6 +234,8 @@ type eksCluster struct {
 	Tags                                             map[string]string
 	// accessEntries by principal ARN (accounts.go).
 	accessEntries map[string]*AccessEntry
+	// zonalShift: ARC knows the cluster (RegisterZonalShift).
+	zonalShift bool
 }
 
 func (e *Emulator) serveEKS(w http.ResponseWriter, hr *http.Request, body []byte) {

@@ -271,6 +271,8 @@ type world struct {
 	// reservations are the capacity reservations and who is in them
 	// (ec2_reservations.go).
 	reservations *reservationWorld
+	// zonalShifts are ARC's shifts, started in order (arczonalshift.go).
+	zonalShifts []*zonalShift
 	// release counters for UpdateAMIs
 	bottlerocketMinor int
 	podIP             uint32

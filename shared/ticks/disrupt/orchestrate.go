@@ -35,6 +35,7 @@ import (
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/aws/instance"
+	awszonalshift "github.com/karpless/karpless/shared/aws/zonalshift"
 	"github.com/karpless/karpless/shared/core/planning"
 	"github.com/karpless/karpless/shared/core/repair"
 	"github.com/karpless/karpless/shared/core/scheduling"
@@ -103,6 +104,9 @@ type Disrupter struct {
 	// Provisioning lends the instance types and launches replacements.
 	Provisioning Provisioning
 	Instances    Instances
+	// ZonalShifts reads the zones ARC shifts the cluster away from
+	// (ENABLE_ZONAL_SHIFT); nil reads none (zonalshift.go).
+	ZonalShifts awszonalshift.Source
 	// EC2 is optional: without it security-group drift is not checked.
 	EC2 EC2
 	// Templates is optional: without it launch templates are not collected.
@@ -325,7 +329,10 @@ type state struct {
 	// skipMulti: a multi-node proposal failed its validation; the next
 	// decision skips multi-node consolidation once.
 	skipMulti bool
-	changed   bool
+	// zonalShifts are the zones the last pass found shifted away from
+	// (zonalshift.Zones.String).
+	zonalShifts string
+	changed     bool
 }
 
 const (
@@ -351,6 +358,7 @@ func (d *Disrupter) loadState(ctx context.Context) *state {
 	}
 	st.resume = cm.Data[keyResume]
 	st.skipMulti = cm.Data[keySkipMulti] == "true"
+	st.zonalShifts = cm.Data[ZonalShiftsKey]
 	if t, err := time.Parse(time.RFC3339, cm.Data[keyConsolidatedAt]); err == nil {
 		st.consolidated, st.consolidatedAt = cm.Data[keyConsolidated], t
 	}
@@ -365,6 +373,9 @@ func (d *Disrupter) saveState(ctx context.Context, st *state) {
 	data := map[string]string{keyResume: st.resume}
 	if st.skipMulti {
 		data[keySkipMulti] = "true"
+	}
+	if st.zonalShifts != "" {
+		data[ZonalShiftsKey] = st.zonalShifts
 	}
 	if !st.lastGC.IsZero() {
 		data[keyLastGC] = st.lastGC.UTC().Format(time.RFC3339)

@@ -87,11 +87,15 @@ func (d *Disrupter) pass(ctx context.Context, inv *invocation, sum *Summary) (ti
 	if d.shadow() {
 		defer d.Decisions.Flush(context.WithoutCancel(ctx))
 	}
+	instances, err := d.zonalShift(ctx, inv, snap)
+	if err != nil {
+		return time.Time{}, err
+	}
 	// Shadow mode: Karpenter drains and terminates what it deletes, and
 	// collects its own garbage.
 	var ts termination.Summary
 	if !d.shadow() {
-		term := &termination.Terminator{Kube: d.Kube, Instances: d.Instances, Clock: d.Clock, Log: d.Log, Events: d.Events, Metrics: d.Metrics}
+		term := &termination.Terminator{Kube: d.Kube, Instances: instances, Clock: d.Clock, Log: d.Log, Events: d.Events, Metrics: d.Metrics}
 		ts, err = term.Reconcile(ctx, snap)
 		addTermination(&sum.Termination, ts)
 		if err != nil {
@@ -99,7 +103,7 @@ func (d *Disrupter) pass(ctx context.Context, inv *invocation, sum *Summary) (ti
 		}
 	}
 	if now := d.Clock.Now(); !d.shadow() && now.Sub(inv.state.lastGC) >= d.GCInterval {
-		if err := d.collect(ctx, snap, snapTime, sum); err != nil {
+		if err := d.collect(ctx, instances, snap, snapTime, sum); err != nil {
 			errs = append(errs, fmt.Errorf("garbage collection: %w", err))
 		}
 		inv.state.lastGC, inv.state.changed = now, true
@@ -271,13 +275,13 @@ func addTermination(dst *termination.Summary, s termination.Summary) {
 
 // collect runs garbage collection against instances listed after the
 // snapshot.
-func (d *Disrupter) collect(ctx context.Context, snap *cluster.Snapshot, snapTime time.Time, sum *Summary) error {
-	live, err := d.Instances.List(ctx)
+func (d *Disrupter) collect(ctx context.Context, instances Instances, snap *cluster.Snapshot, snapTime time.Time, sum *Summary) error {
+	live, err := instances.List(ctx)
 	if err != nil {
 		return err
 	}
 	gc := &garbagecollection.Collector{
-		Kube: d.Kube, Instances: d.Instances, Templates: d.Templates, Cluster: d.Config.ClusterName,
+		Kube: d.Kube, Instances: instances, Templates: d.Templates, Cluster: d.Config.ClusterName,
 		Clock: d.Clock, Log: d.Log, Events: d.Events, Metrics: d.Metrics,
 	}
 	s, err := gc.Run(ctx, snap, snapTime, live)

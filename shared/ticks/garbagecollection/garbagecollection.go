@@ -117,10 +117,16 @@ func (c *Collector) Run(ctx context.Context, snap *cluster.Snapshot, snapTime ti
 		orphans[k] = i.ID
 	}
 	if len(orphans) > 0 {
-		if err := c.Instances.Delete(ctx, c.Metrics, orphaned...); err != nil {
+		err := c.Instances.Delete(ctx, c.Metrics, orphaned...)
+		switch {
+		case instance.OnlyZonallyShifted(err):
+			// Not a failure: the ones in a zone shifted away from are
+			// terminated once the shift ends (the others were).
+			c.Log.Info("instances without a nodeclaim in a zonally shifted zone are left until the shift ends", "error", err)
+		case err != nil:
 			cloud.Errors{Metrics: c.Metrics, Controller: cloud.ControllerInstanceGC}.Count(cloud.MethodDelete, err)
 			errs = append(errs, fmt.Errorf("terminating instances without a nodeclaim: %w", err))
-		} else {
+		default:
 			s.Instances = orphans
 			c.Metrics.Count("karpless_garbage_collected_instances_total", float64(len(orphans)), nil)
 			c.Log.Info("terminated instances without a nodeclaim", "instances", orphans)

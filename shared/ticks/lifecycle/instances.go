@@ -39,7 +39,9 @@ type InstanceTerminator interface {
 // TerminateInstances terminates whatever instance the claim has, found by
 // its provider ID and by its tag, and returns the ones not confirmed gone
 // yet (terminated, or missing from EC2 for timing.NotFoundPatience), with how many
-// termination requests it sent. The claim's finalizer may go only once the
+// termination requests it sent. An instance in a zone ARC shifts the
+// cluster away from is not terminated and stays in waiting until the
+// shift ends (instance.ErrZonallyShifted). The claim's finalizer may go only once the
 // list is empty. A failed EC2 call counts in failed as Karpenter's Delete,
 // and a failed TerminateInstances also in
 // instance.TerminationFailuresMetric, by the instance's zone.
@@ -70,7 +72,13 @@ func TerminateInstances(ctx context.Context, k *kube.Clients, api InstanceTermin
 		}
 		waiting = append(waiting, id)
 		if inst.State != "shutting-down" {
-			if err := api.Delete(ctx, failed.Metrics, *inst); err != nil {
+			err := api.Delete(ctx, failed.Metrics, *inst)
+			if errors.Is(err, instance.ErrZonallyShifted) {
+				// Its zone is shifted away from: it is terminated once the
+				// shift ends (as Karpenter v1.14), and waited for meanwhile.
+				continue
+			}
+			if err != nil {
 				return nil, sent, failed.Count(cloud.MethodDelete, err)
 			}
 			sent++

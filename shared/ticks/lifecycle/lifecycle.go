@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/aws/instance"
 	"github.com/karpless/karpless/shared/cloud"
 	corenodeclaim "github.com/karpless/karpless/shared/core/nodeclaim"
 	"github.com/karpless/karpless/shared/core/wellknown"
@@ -230,6 +231,10 @@ func (l *Lifecycle) tag(ctx context.Context, nc *karpv1.NodeClaim) error {
 	}
 	tags := map[string]string{wellknown.NameTagKey: nc.Status.NodeName, wellknown.NodeClaimTagKey: nc.Name, wellknown.EKSClusterNameTagKey: l.Cluster}
 	if err := l.Instances.Tag(ctx, id, tags); err != nil {
+		if errors.Is(err, instance.ErrZonallyShifted) {
+			// Its zone is shifted away from: tagged once the shift ends.
+			return nil
+		}
 		return err
 	}
 	return l.Kube.AnnotateNodeClaim(ctx, nc, map[string]*string{wellknown.TaggedAnnotation: new("true")})

@@ -18,6 +18,7 @@ import (
 	"github.com/karpless/karpless/shared/core/planning"
 	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/timing"
+	"github.com/karpless/karpless/shared/core/zonalshift"
 	"github.com/karpless/karpless/shared/function/record"
 	"github.com/karpless/karpless/shared/function/shadow"
 	"github.com/karpless/karpless/shared/kube"
@@ -44,6 +45,9 @@ type invocation struct {
 	// podTimings asks the next pass to observe the pods' startup and bound
 	// durations (startup.go): the first pass of a scheduled tick.
 	podTimings bool
+	// shifted are the zones ARC shifts the cluster away from, read once
+	// per pass (readZonalShift).
+	shifted zonalshift.Zones
 }
 
 type passResult struct {
@@ -96,6 +100,10 @@ func (p *Provisioner) pass(ctx context.Context, inv *invocation) (passResult, er
 		return res, err
 	}
 	defer inv.cloud.Close(ctx)
+	if err := p.readZonalShift(ctx, inv); err != nil {
+		return res, err
+	}
+	inv.cloud.ZonalShift(inv.shifted, snap.NodeClaims, snap.NodeClasses)
 	if p.shadow() {
 		defer p.Decisions.Flush(context.WithoutCancel(ctx))
 	}
@@ -312,7 +320,7 @@ func (p *Provisioner) nominate(ctx context.Context, snap *cluster.Snapshot, resu
 // ones not launched yet with the pass's view of offerings.
 func (p *Provisioner) reconcileClaims(ctx context.Context, inv *invocation, claims []*karpv1.NodeClaim, nodes []*corev1.Node) (passResult, error) {
 	lc := &lifecycle.Lifecycle{
-		Kube: p.Kube, Instances: p.Instances, Launcher: inv.cloud, Cluster: p.Config.ClusterName,
+		Kube: p.Kube, Instances: inv.cloud.Instances, Launcher: inv.cloud, Cluster: p.Config.ClusterName,
 		Clock: p.Clock, Log: p.Log, Events: p.Events, Metrics: p.Metrics, RegistrationTTL: p.Config.RegistrationTTL,
 	}
 	s, err := lc.Reconcile(ctx, claims, nodes)

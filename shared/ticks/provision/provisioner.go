@@ -23,6 +23,7 @@ import (
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	"github.com/karpless/karpless/shared/aws/instance"
 	"github.com/karpless/karpless/shared/aws/nodeclass"
+	awszonalshift "github.com/karpless/karpless/shared/aws/zonalshift"
 	"github.com/karpless/karpless/shared/cloud"
 	"github.com/karpless/karpless/shared/core/catalog"
 	"github.com/karpless/karpless/shared/function/config"
@@ -71,6 +72,10 @@ type Provisioner struct {
 	// OffSchedule marks a Run the watcher started, not the schedule: it
 	// observes no pod timings, which the scheduled ticks' windows tile.
 	OffSchedule bool
+	// ZonalShifts reads the zones ARC shifts the cluster away from
+	// (ENABLE_ZONAL_SHIFT); nil reads none. Each pass and session reads
+	// it once; a failed read fails the pass.
+	ZonalShifts awszonalshift.Source
 	// Decisions, in shadow mode (MODE=shadow), records the NodeClaims a
 	// pass would create and launch instead of creating them, and the pass
 	// writes nothing of Karpenter's: no EC2NodeClass status or finalizer,
@@ -140,6 +145,23 @@ func (p *Provisioner) openCloud(ctx context.Context, inv *invocation) error {
 	}
 	c.Guard(inv.guard)
 	inv.cloud = c
+	return nil
+}
+
+// readZonalShift reads the zones shifted away from into the invocation.
+// It fails when ARC cannot say (a cluster not registered with it, the
+// call refused): launching or terminating as if no zone were shifted is
+// what the setting is there to prevent.
+func (p *Provisioner) readZonalShift(ctx context.Context, inv *invocation) error {
+	z, err := awszonalshift.Read(ctx, p.ZonalShifts)
+	if err != nil {
+		p.Log.Error("reading ARC zonal shifts (ENABLE_ZONAL_SHIFT); the pass stops", "error", err)
+		return err
+	}
+	if len(z) > 0 {
+		p.Log.Info("zonal shift in force: no launch into these zones, and no EC2 call for their instances", "zone_ids", z.Sorted())
+	}
+	inv.shifted = z
 	return nil
 }
 

@@ -261,6 +261,7 @@ func (p *Provisioner) advance(ctx context.Context, inv *invocation, sum *Summary
 	for i := range classes.Items {
 		ncs = append(ncs, &classes.Items[i])
 	}
+	inv.cloud.ZonalShift(inv.shifted, claims, ncs)
 	if err := inv.cloud.Use(ctx, ncs); err != nil {
 		return err
 	}

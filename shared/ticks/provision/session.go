@@ -39,6 +39,11 @@ func (p *Provisioner) NewSession(ctx context.Context, nodeClasses []*awsv1.EC2No
 	if err := p.openCloud(ctx, s.inv); err != nil {
 		return nil, err
 	}
+	if err := p.readZonalShift(ctx, s.inv); err != nil {
+		return nil, err
+	}
+	// Replacements only: no claim of the session is known before it.
+	s.inv.cloud.ZonalShift(s.inv.shifted, nil, nodeClasses)
 	if err := s.inv.cloud.Use(ctx, nodeClasses); err != nil {
 		return nil, err
 	}

@@ -10,8 +10,6 @@ func SolveWithoutProbes(snap *Snapshot, opts Options) *Results {
 // unless growing one costs no more than it (the marginal rule); fill true,
 // growth when it buys room for the queue more cheaply per pod.
 func SolveOneRule(snap *Snapshot, opts Options, fill bool) *Results {
-	s := newSolver(snap, opts)
-	s.fill = fill
-	s.run()
-	return s.results()
+	r, _, _, _ := solveOnce(snap, opts, false, fill)
+	return r
 }

@@ -129,38 +129,41 @@ func Solve(snap *Snapshot, opts Options) *Results {
 }
 
 // solveBoth is Solve; noProbes makes phase one evaluate every candidate
-// (tests check that the probes change nothing).
+// (tests check that the probes change nothing). The first solve's plan is
+// finalized before the second starts, so only one solve's state is held at
+// a time: a backlog tick at 5,000 nodes has no room for two within its
+// Lambda memory (docs/deploy.md).
 func solveBoth(snap *Snapshot, opts Options, noProbes bool) *Results {
-	s := newSolver(snap, opts)
-	s.noProbes = noProbes
-	s.run()
-	if opts.MaxNewNodeClaims >= 0 || len(s.claims) < 2 || len(s.pods) > fillMaxPods {
-		return s.results()
+	r, unplaced, hourly, again := solveOnce(snap, opts, noProbes, false)
+	if !again || opts.MaxNewNodeClaims >= 0 {
+		return r
 	}
 	f := newSolver(snap, opts)
 	f.noProbes, f.fill = noProbes, true
 	f.run()
-	if f.beats(s) {
+	// More pods placed, else less per hour by the claims' prices as the
+	// solve keeps them (the type each would launch, credits included).
+	if u := f.unplaced(); u < unplaced || (u == unplaced && f.claimsHourly() < hourly*(1-1e-9)) {
 		return f.results()
 	}
-	return s.results()
+	return r
+}
+
+// solveOnce is one solve: its plan, the pods it left unplaced, the $/h of
+// its claims, and whether the other growth rule may do better (several
+// claims opened, a batch small enough for two solves).
+func solveOnce(snap *Snapshot, opts Options, noProbes, fill bool) (*Results, int, float64, bool) {
+	s := newSolver(snap, opts)
+	s.noProbes, s.fill = noProbes, fill
+	s.run()
+	unplaced, hourly, again := s.unplaced(), s.claimsHourly(), len(s.claims) >= 2 && len(s.pods) <= fillMaxPods
+	return s.results(), unplaced, hourly, again
 }
 
 // fillMaxPods is the largest batch solved with both growth rules: the
 // second solve about doubles the CPU, and the 50,000-pod solve must stay
 // under 3 s of it (2.4 s with one rule, 2026-11-26).
 const fillMaxPods = 20000
-
-// beats reports whether this solve's plan places more pods than o's, or
-// as many for less, by the claims' prices as the solve keeps them (the
-// type each would launch, credits included): the losing plan is never
-// finalized.
-func (s *solver) beats(o *solver) bool {
-	if a, b := s.unplaced(), o.unplaced(); a != b {
-		return a < b
-	}
-	return s.claimsHourly() < o.claimsHourly()*(1-1e-9)
-}
 
 func (s *solver) unplaced() int {
 	n := 0

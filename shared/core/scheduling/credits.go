@@ -29,6 +29,18 @@ func CreditHourly(it *InstanceType, requestedCPUMilli int64) float64 {
 	return c.Hourly(vcpusOf(it), requestedCPUMilli)
 }
 
+// NodeCredits is the $/h of surplus CPU credits node n spends with the
+// pods on it (Requested, else its pods' requests, DaemonSets' included):
+// its labels name the type (family and size), its capacity the vCPUs.
+func NodeCredits(n *Node) float64 {
+	req := n.Requested
+	if req == nil {
+		req = SumRequests(n.Pods)
+	}
+	q := req[corev1.ResourceCPU]
+	return CreditHourly(&InstanceType{Name: n.Name, Labels: n.Labels, Capacity: n.Capacity, Allocatable: n.Allocatable}, q.MilliValue())
+}
+
 // Burstable reports whether nodes of type it spend surplus CPU credits above
 // a baseline (t3, t3a, t4g).
 func Burstable(it *InstanceType) bool {

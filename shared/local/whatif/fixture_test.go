@@ -2,6 +2,7 @@ package whatif
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,7 +103,10 @@ func (f *fixture) node(name, pool, itype, zone, ct string, age time.Duration) (*
 		wellknown.NodePoolLabel: pool, wellknown.InstanceTypeLabel: itype, wellknown.ZoneLabel: zone, wellknown.CapacityTypeLabel: ct,
 		wellknown.ArchLabel: "amd64", wellknown.OSLabel: "linux", corev1.LabelHostname: name,
 	}
-	cpu, mem := map[string]string{"m5.large": "1930m", "m5.xlarge": "3920m", "m5.2xlarge": "7910m"}[itype], map[string]string{"m5.large": "7Gi", "m5.xlarge": "14Gi", "m5.2xlarge": "29Gi"}[itype]
+	if family, size, ok := strings.Cut(itype, "."); ok {
+		labels[wellknown.InstanceFamilyLabel], labels[wellknown.InstanceSizeLabel] = family, size
+	}
+	cpu, mem := map[string]string{"m5.large": "1930m", "m5.xlarge": "3920m", "m5.2xlarge": "7910m", "t3.medium": "1930m"}[itype], map[string]string{"m5.large": "7Gi", "m5.xlarge": "14Gi", "m5.2xlarge": "29Gi", "t3.medium": "3Gi"}[itype]
 	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem), corev1.ResourcePods: resource.MustParse("29")}
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, CreationTimestamp: created},

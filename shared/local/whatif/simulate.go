@@ -152,7 +152,9 @@ type ClaimNote struct {
 
 // Cost is the managed capacity's $/h before and after.
 type Cost struct {
-	// Before is every managed node's and in-flight NodeClaim's $/h.
+	// Before is every managed node's and in-flight NodeClaim's $/h: its
+	// offering and, for a burstable type above its baseline, the surplus
+	// CPU credits its pods spend (scheduling.NodeCredits).
 	Before float64 `json:"before"`
 	// AfterProvisioning adds the new NodeClaims.
 	AfterProvisioning float64 `json:"afterProvisioning"`
@@ -187,7 +189,7 @@ func (w *World) Simulate() *SimulationReport {
 		if n.Price == 0 {
 			r.Cost.Unpriced = append(r.Cost.Unpriced, n.NodeClaim)
 		}
-		r.Cost.Before += n.Price
+		r.Cost.Before += n.Price + scheduling.NodeCredits(n)
 	}
 	sort.Strings(r.Cost.Unpriced)
 
@@ -209,7 +211,7 @@ func (w *World) Simulate() *SimulationReport {
 	for _, n := range res.NewNodeClaims {
 		c := w.summarizeClaim(n)
 		if c.Launch != nil {
-			r.Provisioning.AddedPerHour += c.Launch.PricePerHour
+			r.Provisioning.AddedPerHour += c.Launch.Hourly()
 		}
 		r.Provisioning.NewNodeClaims = append(r.Provisioning.NewNodeClaims, c)
 	}
@@ -220,7 +222,7 @@ func (w *World) Simulate() *SimulationReport {
 	r.Provisioning.Static, _ = w.staticPools()
 	for _, sp := range r.Provisioning.Static {
 		if sp.Launch != nil {
-			r.Provisioning.AddedPerHour += float64(sp.Create) * sp.Launch.PricePerHour
+			r.Provisioning.AddedPerHour += float64(sp.Create) * sp.Launch.Hourly()
 		}
 	}
 	r.Cost.AfterProvisioning = r.Cost.Before + r.Provisioning.AddedPerHour
@@ -247,7 +249,7 @@ func (w *World) Simulate() *SimulationReport {
 	sort.Strings(r.Disruption.Expired)
 	price := map[string]float64{}
 	for _, n := range w.sim.Nodes {
-		price[n.NodeClaim] = n.Price
+		price[n.NodeClaim] = n.Price + scheduling.NodeCredits(n)
 	}
 	scaledDown := 0.0
 	for _, sp := range r.Provisioning.Static {

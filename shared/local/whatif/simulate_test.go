@@ -3,6 +3,7 @@ package whatif
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +107,25 @@ func TestSimulateCost(t *testing.T) {
 			},
 		},
 		{
+			name: "a burstable node above its baseline costs its CPU credits",
+			setup: func(f *fixture) {
+				for i, r := range f.poolNamed("default").Spec.Template.Spec.Requirements {
+					if r.Key == wellknown.InstanceTypeLabel {
+						f.poolNamed("default").Spec.Template.Spec.Requirements[i].Values = append(slices.Clone(mTypes), "t3.medium")
+					}
+				}
+				f.market.Book.Zones["t3.medium"] = []string{zoneA, zoneB}
+				f.node("t", "default", "t3.medium", zoneA, wellknown.CapacityTypeOnDemand, time.Hour)
+				f.pod("web", "a", "1500m", "2Gi", "t")
+			},
+			// t3.medium's baseline is 20% of 2 vCPUs: 1100m above it at
+			// $0.05 per vCPU-hour. Counted, the node costs more than an
+			// m5.large spot in 1b, which replaces it.
+			before: onDemandPrice("t3.medium") + 1.1*0.05,
+			change: 0.035 - onDemandPrice("t3.medium") - 1.1*0.05,
+			method: "SingleNodeConsolidation", decision: "replace",
+		},
+		{
 			name: "nothing to do",
 			setup: func(f *fixture) {
 				f.node("a", "default", "m5.large", zoneA, wellknown.CapacityTypeSpot, time.Hour)
@@ -168,11 +188,11 @@ func TestSimulateCost(t *testing.T) {
 }
 
 func onDemandPrice(name string) float64 {
-	return map[string]float64{"m5.large": 0.096, "m5.xlarge": 0.192, "m5.2xlarge": 0.384}[name]
+	return map[string]float64{"m5.large": 0.096, "m5.xlarge": 0.192, "m5.2xlarge": 0.384, "t3.medium": 0.0416}[name]
 }
 
 func TestOnDemandPricesMatchCatalog(t *testing.T) {
-	for _, n := range mTypes {
+	for _, n := range append(slices.Clone(mTypes), "t3.medium") {
 		if onDemandPrice(n) != onDemand(t, n) {
 			t.Errorf("%s: test price %v, catalog %v", n, onDemandPrice(n), onDemand(t, n))
 		}

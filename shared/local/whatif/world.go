@@ -303,6 +303,10 @@ type Offering struct {
 	Zone         string  `json:"zone"`
 	CapacityType string  `json:"capacityType"`
 	PricePerHour float64 `json:"pricePerHour"`
+	// CreditsPerHour is what a burstable type (t3, t3a, t4g) spends on
+	// surplus CPU credits above its baseline with the pods planned on it,
+	// on top of PricePerHour (scheduling.CreditHourly).
+	CreditsPerHour float64 `json:"creditsPerHour,omitempty"`
 	// PriceOverlay names the NodeOverlay that set the price, if one did.
 	PriceOverlay string `json:"priceOverlay,omitempty"`
 	// CapacityReservation is the reservation a reserved offering launches
@@ -315,8 +319,15 @@ func (o Offering) String() string {
 	if o.CapacityReservation != "" {
 		res = " in capacity reservation " + o.CapacityReservation + " (prepaid)"
 	}
-	return fmt.Sprintf("%s %s in %s at %s%s%s", o.InstanceType, o.CapacityType, o.Zone, money(o.PricePerHour), res, o.overlaid())
+	credits := ""
+	if o.CreditsPerHour > 0 {
+		credits = " + " + money(o.CreditsPerHour) + " of CPU credits"
+	}
+	return fmt.Sprintf("%s %s in %s at %s%s%s%s", o.InstanceType, o.CapacityType, o.Zone, money(o.PricePerHour), credits, res, o.overlaid())
 }
+
+// Hourly is the offering's price and its credits.
+func (o Offering) Hourly() float64 { return o.PricePerHour + o.CreditsPerHour }
 
 // overlaid says which NodeOverlay set the price, for people.
 func (o Offering) overlaid() string {
@@ -333,6 +344,7 @@ func (w *World) launchOffering(n *scheduling.NewNodeClaim) *Offering {
 		return nil
 	}
 	return &Offering{InstanceType: it.Name, Zone: o.Zone, CapacityType: o.CapacityType, PricePerHour: o.Price,
+		CreditsPerHour: max(0, n.HourlyPrice()-o.Price),
 		PriceOverlay: w.overlays.PriceOverlay(n.NodePool, it.Name, o.Zone, o.CapacityType), CapacityReservation: o.ReservationID}
 }
 

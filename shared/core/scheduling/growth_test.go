@@ -1,11 +1,9 @@
 package scheduling_test
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/karpless/karpless/shared/core/scheduling"
-	"github.com/karpless/karpless/shared/local/workload"
 )
 
 // TestSolveKeepsTheCheaperGrowthRule: a provisioning solve runs both growth
@@ -17,39 +15,23 @@ func TestSolveKeepsTheCheaperGrowthRule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("solves the bench's mixes")
 	}
-	types, err := workload.CatalogTypes()
-	if err != nil {
-		t.Fatal(err)
-	}
 	kept := map[bool]int{}
-	for _, c := range []workload.Case{workload.GettingStarted, workload.Burstable} {
-		for _, mix := range workload.Mixes {
-			t.Run(fmt.Sprintf("%s/%s", c, mix), func(t *testing.T) {
-				w, err := workload.Build(mix, 1500, 11)
-				if err != nil {
-					t.Fatal(err)
+	for _, c := range mixSnapshots(t, 1500) {
+		t.Run(c.name, func(t *testing.T) {
+			snap, opts := c.snap, scheduling.Provisioning()
+			got := scheduling.Solve(snap, opts)
+			for _, fill := range []bool{false, true} {
+				one := scheduling.SolveOneRule(snap, opts, fill)
+				if len(got.Unschedulable) > len(one.Unschedulable) {
+					t.Fatalf("%d pods unplaced, the rule fill=%v alone leaves %d", len(got.Unschedulable), fill, len(one.Unschedulable))
 				}
-				snap := &scheduling.Snapshot{
-					Pods:        w.Pods,
-					NodePools:   workload.NodePools(c, w.ExtraNodePools),
-					NodeClasses: map[string]*scheduling.NodeClass{"default": {Name: "default", Ready: true, InstanceTypes: types}},
-					DaemonSets:  workload.DaemonSets(),
+				if a, b := hourly(got), hourly(one); a > b*(1+1e-6) {
+					t.Fatalf("$%.4f/h, the rule fill=%v alone $%.4f/h", a, fill, b)
+				} else if a >= b*(1-1e-6) {
+					kept[fill]++
 				}
-				opts := scheduling.Provisioning()
-				got := scheduling.Solve(snap, opts)
-				for _, fill := range []bool{false, true} {
-					one := scheduling.SolveOneRule(snap, opts, fill)
-					if len(got.Unschedulable) > len(one.Unschedulable) {
-						t.Fatalf("%d pods unplaced, the rule fill=%v alone leaves %d", len(got.Unschedulable), fill, len(one.Unschedulable))
-					}
-					if a, b := hourly(got), hourly(one); a > b*(1+1e-6) {
-						t.Fatalf("$%.4f/h, the rule fill=%v alone $%.4f/h", a, fill, b)
-					} else if a >= b*(1-1e-6) {
-						kept[fill]++
-					}
-				}
-			})
-		}
+			}
+		})
 	}
 	if kept[false] == 0 || kept[true] == 0 {
 		t.Errorf("plans kept per rule %v: one rule never wins on these mixes", kept)

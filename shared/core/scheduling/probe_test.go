@@ -17,29 +17,7 @@ func TestZoneProbesChangeNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow")
 	}
-	types, err := workload.CatalogTypes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	type tc struct {
-		name string
-		snap *scheduling.Snapshot
-	}
-	cases := []tc{{"bench", workload.Snapshot(workload.Spec{Pods: 3000, Seed: 7, ARM64: true, GPU: true}, benchTypes(t), 50)}}
-	for _, c := range []workload.Case{workload.GettingStarted, workload.Burstable} {
-		for _, mix := range workload.Mixes {
-			w, err := workload.Build(mix, 1500, 11)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cases = append(cases, tc{fmt.Sprintf("%s/%s", c, mix), &scheduling.Snapshot{
-				Pods:        w.Pods,
-				NodePools:   workload.NodePools(c, w.ExtraNodePools),
-				NodeClasses: map[string]*scheduling.NodeClass{"default": {Name: "default", Ready: true, InstanceTypes: types}},
-				DaemonSets:  workload.DaemonSets(),
-			}})
-		}
-	}
+	cases := append([]mixSnapshot{{"bench", workload.Snapshot(workload.Spec{Pods: 3000, Seed: 7, ARM64: true, GPU: true}, benchTypes(t), 50)}}, mixSnapshots(t, 1500)...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := summarize(scheduling.Solve(c.snap, scheduling.Provisioning()))
@@ -68,6 +46,38 @@ func summarize(r *scheduling.Results) []string {
 			pods = append(pods, p.Name)
 		}
 		out = append(out, fmt.Sprintf("%s %v %v", c.NodePool, c.Requirements, pods))
+	}
+	return out
+}
+
+// mixSnapshot is a named batch to solve.
+type mixSnapshot struct {
+	name string
+	snap *scheduling.Snapshot
+}
+
+// mixSnapshots are the bench's NodePool cases and pod mixes (bench/) at
+// pods pods each, on the whole catalog: "<case>/<mix>".
+func mixSnapshots(t *testing.T, pods int) []mixSnapshot {
+	t.Helper()
+	types, err := workload.CatalogTypes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []mixSnapshot
+	for _, c := range []workload.Case{workload.GettingStarted, workload.Burstable} {
+		for _, mix := range workload.Mixes {
+			w, err := workload.Build(mix, pods, 11)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, mixSnapshot{fmt.Sprintf("%s/%s", c, mix), &scheduling.Snapshot{
+				Pods:        w.Pods,
+				NodePools:   workload.NodePools(c, w.ExtraNodePools),
+				NodeClasses: map[string]*scheduling.NodeClass{"default": {Name: "default", Ready: true, InstanceTypes: types}},
+				DaemonSets:  workload.DaemonSets(),
+			}})
+		}
 	}
 	return out
 }

@@ -113,6 +113,9 @@ type Offering struct {
 	Zone         string  `json:"zone,omitempty"`
 	CapacityType string  `json:"capacityType,omitempty"`
 	Price        float64 `json:"price"`
+	// Credits is the $/h of surplus CPU credits a burstable type would
+	// spend with the claim's pods, on top of Price.
+	Credits float64 `json:"credits,omitempty"`
 }
 
 // Node is a node a disruption would take away.
@@ -138,8 +141,9 @@ func Launch(n *scheduling.NewNodeClaim, reason string) Decision {
 		d.InstanceTypes = append(d.InstanceTypes, it.Name)
 	}
 	if it, o := n.CheapestOffering(); it != nil {
-		d.Offering = &Offering{InstanceType: it.Name, Zone: o.Zone, CapacityType: o.CapacityType, Price: o.Price}
-		d.PriceAfter = o.Price
+		hourly := n.HourlyPrice()
+		d.Offering = &Offering{InstanceType: it.Name, Zone: o.Zone, CapacityType: o.CapacityType, Price: o.Price, Credits: max(0, hourly-o.Price)}
+		d.PriceAfter = hourly
 	}
 	d.Pods, d.PodCount = PodNames(n.Pods)
 	return d
@@ -261,7 +265,11 @@ func (d Decision) Text() string {
 			b.WriteString(")")
 		}
 		if d.Offering != nil {
-			fmt.Fprintf(&b, ": %s %s in %s at $%.4f/h (cheapest of %d types)", d.Offering.InstanceType, d.Offering.CapacityType, d.Offering.Zone, d.Offering.Price, d.InstanceTypeCount)
+			fmt.Fprintf(&b, ": %s %s in %s at $%.4f/h", d.Offering.InstanceType, d.Offering.CapacityType, d.Offering.Zone, d.Offering.Price)
+			if d.Offering.Credits > 0 {
+				fmt.Fprintf(&b, " + $%.4f/h of CPU credits", d.Offering.Credits)
+			}
+			fmt.Fprintf(&b, " (cheapest of %d types)", d.InstanceTypeCount)
 		}
 	case KindConsolidate, KindDrift:
 		verb := "delete"

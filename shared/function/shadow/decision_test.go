@@ -6,16 +6,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/karpless/karpless/shared/core/scheduling"
+	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/function/record"
 )
 
@@ -67,6 +70,28 @@ func TestRecordFormat(t *testing.T) {
 	}
 	if d.Key() == c.Key() || d.Key() != Launch(launchClaim(), "again").Key() {
 		t.Error("keys: a launch must keep its key when made again, and differ from other decisions")
+	}
+}
+
+// TestLaunchRecordsCredits: a launch onto a burstable type above its
+// baseline records the credits beside the offering, and its price after
+// is both, as the provisioner decided with them.
+func TestLaunchRecordsCredits(t *testing.T) {
+	n := &scheduling.NewNodeClaim{
+		NodePool: "general", NodeClass: "default",
+		InstanceTypes: []*scheduling.InstanceType{{Name: "t4g.small",
+			Labels:    map[string]string{wellknown.InstanceFamilyLabel: "t4g", wellknown.InstanceSizeLabel: "small"},
+			Capacity:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+			Offerings: []scheduling.Offering{{Zone: "us-west-2a", CapacityType: "on-demand", Price: 0.0168, Available: true}}}},
+		// 20% of 2 vCPUs is the baseline: 600m above it at $0.04.
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+	}
+	d := Launch(n, "provisioning")
+	if d.Offering == nil || d.Offering.Price != 0.0168 || math.Abs(d.Offering.Credits-0.024) > 1e-9 || math.Abs(d.PriceAfter-0.0408) > 1e-9 {
+		t.Fatalf("offering %+v, price after %v: want $0.0168/h and $0.024/h of credits", d.Offering, d.PriceAfter)
+	}
+	if !strings.Contains(d.Text(), "+ $0.0240/h of CPU credits") {
+		t.Errorf("text %q does not name the credits", d.Text())
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
+	"github.com/karpless/karpless/shared/core/scheduling"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/function/shadow"
 	"github.com/karpless/karpless/shared/local/whatif"
@@ -103,7 +104,8 @@ func Build(src *Sources, win Window) (*Report, error) {
 		Records: map[string]int{"store": src.FromStore, "events": src.FromEvents, "logs": src.FromLogs}}
 	snap := src.File.Snapshot()
 	b := &builder{w: w, win: win, claims: map[string]*karpv1.NodeClaim{}, byNode: map[string]*karpv1.NodeClaim{},
-		pods: map[string]*corev1.Pod{}, deleted: map[string]corev1.Event{}, matched: map[string]bool{}, scheduled: src.Scheduled}
+		pods: map[string]*corev1.Pod{}, deleted: map[string]corev1.Event{}, matched: map[string]bool{}, scheduled: src.Scheduled,
+		cpuOnNode: map[string]int64{}}
 	for _, nc := range snap.NodeClaims {
 		b.claims[nc.Name] = nc
 		if nc.Status.NodeName != "" {
@@ -123,6 +125,10 @@ func Build(src *Sources, win Window) (*Report, error) {
 	}
 	for _, p := range snap.Pods {
 		b.pods[p.Namespace+"/"+p.Name] = p
+		if p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			req := scheduling.PodRequests(p)
+			b.cpuOnNode[p.Spec.NodeName] += req.Cpu().MilliValue()
+		}
 	}
 	for _, e := range src.Events {
 		if e.Reason == "DisruptionTerminating" {
@@ -210,6 +216,9 @@ type builder struct {
 	matched map[string]bool
 	// scheduled: the node kube-scheduler bound a pod to, by its Events.
 	scheduled map[string]string
+	// cpuOnNode is the CPU (millicores) the pods bound to each node
+	// request, DaemonSets' included: what prices a burstable node's credits.
+	cpuOnNode map[string]int64
 }
 
 func (b *builder) row(m merged) Row {
@@ -416,7 +425,9 @@ func (b *builder) totals(rows []Row) Totals {
 	return t
 }
 
-// claimPrice is a NodeClaim's $/h as Karpless prices it (false: unknown).
+// claimPrice is a NodeClaim's $/h as Karpless prices it (false: unknown):
+// its offering, and the surplus CPU credits of a burstable type above its
+// baseline.
 func (b *builder) claimPrice(nc *karpv1.NodeClaim) (float64, bool) {
 	if nc == nil {
 		return 0, false
@@ -425,7 +436,14 @@ func (b *builder) claimPrice(nc *karpv1.NodeClaim) (float64, bool) {
 	if nc.Spec.NodeClassRef != nil {
 		class = nc.Spec.NodeClassRef.Name
 	}
-	return b.w.Price(class, nc.Labels[wellknown.InstanceTypeLabel], nc.Labels[wellknown.ZoneLabel], nc.Labels[wellknown.CapacityTypeLabel])
+	price, ok := b.w.Price(class, nc.Labels[wellknown.InstanceTypeLabel], nc.Labels[wellknown.ZoneLabel], nc.Labels[wellknown.CapacityTypeLabel])
+	if !ok {
+		return 0, false
+	}
+	// A burstable node above its baseline also pays surplus CPU credits:
+	// its labels name the family and size, its capacity the vCPUs.
+	it := &scheduling.InstanceType{Name: nc.Labels[wellknown.InstanceTypeLabel], Labels: nc.Labels, Capacity: nc.Status.Capacity}
+	return price + scheduling.CreditHourly(it, b.cpuOnNode[nc.Status.NodeName]), true
 }
 
 func claimText(nc *karpv1.NodeClaim, price float64, priced bool) string {
@@ -471,7 +489,7 @@ func launchPrice(d shadow.Decision) float64 {
 	if d.Offering == nil {
 		return 0
 	}
-	return d.Offering.Price * float64(d.Claims())
+	return (d.Offering.Price + d.Offering.Credits) * float64(d.Claims())
 }
 
 func disruptionText(d shadow.Decision) string {

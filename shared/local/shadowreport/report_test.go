@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
@@ -120,5 +121,44 @@ func TestBuild(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestBurstableClaimPricedWithCredits: a kept burstable node whose pods
+// request more CPU than its baseline is priced with the surplus CPU
+// credits they spend, as Karpless's own decisions price it.
+func TestBurstableClaimPricedWithCredits(t *testing.T) {
+	kept := func(cpu string) float64 {
+		t.Helper()
+		nc := claim("general-t", "t3.medium", "on-demand", t0.Add(-24*time.Hour), "nt")
+		nc.Labels[wellknown.InstanceFamilyLabel], nc.Labels[wellknown.InstanceSizeLabel] = "t3", "medium"
+		nc.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+		p := pod("busy", "nt")
+		p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}
+		consolidate := shadow.Decision{Kind: shadow.KindConsolidate, At: t0, Method: "SingleNodeConsolidation", NodePool: "general",
+			Candidates: []shadow.Node{{NodeClaim: "general-t"}}, PriceAfter: 0.01}
+		src := &Sources{
+			File:     whatif.NewFile(&cluster.Snapshot{NodeClaims: []*karpv1.NodeClaim{nc}, Pods: []*corev1.Pod{p}}, whatif.Market{}, t0.Add(time.Hour), "test", "kube-system"),
+			Recorded: []shadow.Decision{consolidate},
+		}
+		r, err := Build(src, Window{Since: t0.Add(-time.Hour), Until: t0.Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range r.Rows {
+			if row.Kind == shadow.KindConsolidate {
+				if row.Karpenter.Unpriced || row.Karpenter.PerHour == 0 {
+					t.Fatalf("kept node not priced: %+v", row.Karpenter)
+				}
+				return row.Karpenter.PerHour
+			}
+		}
+		t.Fatalf("no consolidation row: %+v", r.Rows)
+		return 0
+	}
+	// At 100m a t3.medium is under its baseline (20% of 2 vCPUs); at
+	// 1500m it spends 1.1 vCPU-hours of credits an hour at $0.05.
+	if low, high := kept("100m"), kept("1500m"); high-low < 0.0549 || high-low > 0.0551 {
+		t.Errorf("$%.4f/h at 100m, $%.4f/h at 1500m: want $0.055/h of credits between them", low, high)
 	}
 }

@@ -345,7 +345,7 @@ func (w *World) launchOffering(n *scheduling.NewNodeClaim) *Offering {
 	}
 	return &Offering{InstanceType: it.Name, Zone: o.Zone, CapacityType: o.CapacityType, PricePerHour: o.Price,
 		CreditsPerHour: max(0, n.HourlyPrice()-o.Price),
-		PriceOverlay: w.overlays.PriceOverlay(n.NodePool, it.Name, o.Zone, o.CapacityType), CapacityReservation: o.ReservationID}
+		PriceOverlay:   w.overlays.PriceOverlay(n.NodePool, it.Name, o.Zone, o.CapacityType), CapacityReservation: o.ReservationID}
 }
 
 // ClaimSummary is a NodeClaim provisioning or disruption would create.

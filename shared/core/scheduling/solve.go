@@ -118,9 +118,9 @@ type solver struct {
 // NodeClaims first, then on new NodeClaims from the NodePools by weight. It
 // is a pure function of the snapshot: same input, same output.
 //
-// A provisioning solve that opens several NodeClaims runs a second time
-// with the other growth rule (solver.fill), and the plan that places more
-// pods, then costs less, is kept. Neither rule wins on every batch (bench/,
+// A provisioning solve of at most fillMaxPods pods that opens several
+// NodeClaims runs a second time with the other growth rule (solver.fill),
+// and the plan that places more pods, then costs less, is kept. Neither rule wins on every batch (bench/,
 // docs/bench.md): one pod's marginal price favours the smallest new node
 // again and again, each paying its DaemonSets; room for the queue favours
 // big nodes, whose last size step is paid in full.
@@ -635,9 +635,9 @@ func (s *solver) place(p *podState) bool {
 	return true
 }
 
-// growsCheaper reports whether growing claim c (to a type costing delta
-// $/h more) buys room for the pods still queued at a lower price per pod
-// than a new claim of template t: one pod's marginal price favours the
+// growsCheaper reports whether growing claim c to the type that takes p
+// buys room for the pods still queued at a lower price per pod than a new
+// claim of template t: one pod's marginal price favours the
 // smallest new node again and again, and every node pays its DaemonSets.
 // Room is counted in copies of p, at most the pods left to place, and a
 // burstable type's price per pod is at its best number of copies, credits

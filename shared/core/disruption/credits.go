@@ -26,12 +26,6 @@ func nodeCredits(it *scheduling.InstanceType, requested corev1.ResourceList) flo
 	return scheduling.CreditHourly(it, q.MilliValue())
 }
 
-// simNodeType is the credit view of a simulation node: its labels (the
-// instance family and size) and capacity (its vCPUs).
-func simNodeType(n *scheduling.Node) *scheduling.InstanceType {
-	return &scheduling.InstanceType{Name: n.Name, Labels: n.Labels, Capacity: n.Capacity, Allocatable: n.Allocatable}
-}
-
 // creditsAdded is the $/h of extra surplus credits that the pods the
 // simulation put on staying nodes make those nodes spend, for the pods in
 // moved (the candidates' pods) only: what the move adds to the bill on top
@@ -46,7 +40,7 @@ func (w *world) creditsAdded(res *scheduling.Results, moved map[*corev1.Pod]bool
 		if len(placed) == 0 {
 			continue
 		}
-		it := simNodeType(n)
+		it := scheduling.NodeType(n)
 		if !scheduling.Burstable(it) {
 			continue
 		}

@@ -38,7 +38,13 @@ func NodeCredits(n *Node) float64 {
 		req = SumRequests(n.Pods)
 	}
 	q := req[corev1.ResourceCPU]
-	return CreditHourly(&InstanceType{Name: n.Name, Labels: n.Labels, Capacity: n.Capacity, Allocatable: n.Allocatable}, q.MilliValue())
+	return CreditHourly(NodeType(n), q.MilliValue())
+}
+
+// NodeType is the credit view of node n: its labels (the instance family
+// and size) and capacity (its vCPUs).
+func NodeType(n *Node) *InstanceType {
+	return &InstanceType{Name: n.Name, Labels: n.Labels, Capacity: n.Capacity, Allocatable: n.Allocatable}
 }
 
 // Burstable reports whether nodes of type it spend surplus CPU credits above

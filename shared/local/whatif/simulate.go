@@ -175,11 +175,13 @@ func (w *World) Simulate() *SimulationReport {
 	virtual := len(buffer.Pods(w.buffers))
 	r.Cluster = ClusterCounts{Nodes: len(w.snap.Nodes), NodeClaims: len(w.snap.NodeClaims), Pods: len(w.snap.Pods), Pending: len(w.pending) - virtual, BufferPods: virtual}
 
-	// Cost now.
+	// Cost now: each NodeClaim's offering and credits.
+	price := map[string]float64{}
 	for _, n := range w.sim.Nodes {
 		if n.NodeClaim == "" {
 			continue
 		}
+		price[n.NodeClaim] = n.Price + scheduling.NodeCredits(n)
 		if n.InFlight {
 			r.Cluster.InFlight++
 		}
@@ -189,7 +191,7 @@ func (w *World) Simulate() *SimulationReport {
 		if n.Price == 0 {
 			r.Cost.Unpriced = append(r.Cost.Unpriced, n.NodeClaim)
 		}
-		r.Cost.Before += n.Price + scheduling.NodeCredits(n)
+		r.Cost.Before += price[n.NodeClaim]
 	}
 	sort.Strings(r.Cost.Unpriced)
 
@@ -247,10 +249,6 @@ func (w *World) Simulate() *SimulationReport {
 		r.Disruption.Expired = append(r.Disruption.Expired, e.NodeClaim.Name)
 	}
 	sort.Strings(r.Disruption.Expired)
-	price := map[string]float64{}
-	for _, n := range w.sim.Nodes {
-		price[n.NodeClaim] = n.Price + scheduling.NodeCredits(n)
-	}
 	scaledDown := 0.0
 	for _, sp := range r.Provisioning.Static {
 		r.Disruption.ScaledDown = append(r.Disruption.ScaledDown, sp.Delete...)

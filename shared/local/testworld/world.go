@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -22,6 +24,7 @@ import (
 
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
 	"github.com/karpless/karpless/shared/app"
+	"github.com/karpless/karpless/shared/aws/awserr"
 	"github.com/karpless/karpless/shared/aws/pricing"
 	"github.com/karpless/karpless/shared/aws/unavailable"
 	"github.com/karpless/karpless/shared/core/podutil"
@@ -327,6 +330,35 @@ func (w *World) Claims() []karpv1.NodeClaim {
 		w.T.Fatal(err)
 	}
 	return l.Items
+}
+
+// Instance is EC2's own answer for one instance, asked as an operator
+// would. EC2 lists a new instance late (Config.DescribeLag plus up to
+// Hostility.DescribeLagMax on the clock), so one InvalidInstanceID.NotFound
+// is no answer: the clock moves on and the question is asked again, for as
+// long as the lag can last and a little more in real time.
+func (w *World) Instance(id string) ec2types.Instance {
+	w.T.Helper()
+	cfg, err := w.Emu.AWSConfig("operator", 10)
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	api := ec2.NewFromConfig(cfg)
+	lag := w.Emu.Config().DescribeLag + w.Emu.Config().Hostility.DescribeLagMax
+	deadline := time.Now().Add(lag + 30*time.Second)
+	for {
+		out, err := api.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+		switch {
+		case err == nil && len(out.Reservations) == 1 && len(out.Reservations[0].Instances) == 1:
+			return out.Reservations[0].Instances[0]
+		case err != nil && awserr.Code(err) != "InvalidInstanceID.NotFound":
+			w.T.Fatalf("describe instance %s: %v", id, err)
+		case time.Now().After(deadline):
+			w.T.Fatalf("instance %s: EC2 still does not list it after %s on the clock: %v", id, lag, err)
+		}
+		w.Skip(time.Second)
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // AssertNoLeaks checks that every live instance belongs to exactly one

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,15 +58,7 @@ func TestCapacityBlockExpiryDrainsAndReplaces(t *testing.T) {
 			t.Fatalf("claim %s: %s=%q, want %q (labels %v)", block.Name, k, block.Labels[k], v, block.Labels)
 		}
 	}
-	cfg, err := w.Emu.AWSConfig("operator", 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := ec2.NewFromConfig(cfg).DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if inst := out.Reservations[0].Instances[0]; inst.InstanceLifecycle != ec2types.InstanceLifecycleTypeCapacityBlock || aws.ToString(inst.CapacityReservationId) != cb.ID {
+	if inst := w.Instance(id); inst.InstanceLifecycle != ec2types.InstanceLifecycleTypeCapacityBlock || aws.ToString(inst.CapacityReservationId) != cb.ID {
 		t.Fatalf("instance %s: lifecycle %q reservation %q", id, inst.InstanceLifecycle, aws.ToString(inst.CapacityReservationId))
 	}
 

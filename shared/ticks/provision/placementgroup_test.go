@@ -6,14 +6,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	awsv1 "github.com/karpless/karpless/shared/apis/aws/v1"
 	karpv1 "github.com/karpless/karpless/shared/apis/karpenter/v1"
-	"github.com/karpless/karpless/shared/aws/awserr"
 	"github.com/karpless/karpless/shared/aws/nodeclass"
 	"github.com/karpless/karpless/shared/core/wellknown"
 	"github.com/karpless/karpless/shared/local/deploy"
@@ -85,25 +83,8 @@ func TestPlacementGroupLaunch(t *testing.T) {
 		t.Errorf("node label %s = %q, want %q", wellknown.PlacementGroupIDLabel, got, group.ID)
 	}
 	// EC2's own word: the instance is in the group.
-	cfg, err := w.Emu.AWSConfig("operator", 10)
-	if err != nil {
-		t.Fatal(err)
-	}
 	id := wellknown.InstanceIDFromProviderID(claim.Status.ProviderID)
-	// EC2 lists a new instance late (seconds on the clock): one NotFound
-	// is no answer.
-	var out *ec2.DescribeInstancesOutput
-	for try := 1; ; try++ {
-		out, err = ec2.NewFromConfig(cfg).DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
-		if err == nil || awserr.Code(err) != "InvalidInstanceID.NotFound" || try == 10 {
-			break
-		}
-		w.Skip(2 * time.Second)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	pl := out.Reservations[0].Instances[0].Placement
+	pl := w.Instance(id).Placement
 	if aws.ToString(pl.GroupName) != group.Name || aws.ToString(pl.GroupId) != group.ID {
 		t.Errorf("instance %s placement = %+v, want group %s", id, pl, group.Name)
 	}

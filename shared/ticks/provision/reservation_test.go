@@ -100,11 +100,7 @@ func TestReservedLaunchFillsTheReservation(t *testing.T) {
 		}
 		// EC2's own word: the instance runs in the reservation, on purpose.
 		id := wellknown.InstanceIDFromProviderID(cl.Status.ProviderID)
-		out, err := api.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		inst := out.Reservations[0].Instances[0]
+		inst := w.Instance(id)
 		if aws.ToString(inst.CapacityReservationId) != targeted.ID ||
 			inst.CapacityReservationSpecification.CapacityReservationPreference != ec2types.CapacityReservationPreferenceCapacityReservationsOnly {
 			t.Errorf("instance %s: reservation %q preference %q", id, aws.ToString(inst.CapacityReservationId), inst.CapacityReservationSpecification.CapacityReservationPreference)

@@ -161,11 +161,11 @@ test-loaded:
 ## KARPLESS_REQUIRE_KUBE=1 a missing one is a failure, never a silent skip.
 ## The longest suites are named first: go test starts packages in the order
 ## given, so they no longer start last and set the wall time alone. The two
-## longest packages run as two processes each (each with its own control
-## plane) beside the rest: the tests SHARDS names for the package, and the
-## others, chosen so the halves take about as long (2026-11-28, -v run of
-## make test: disruption 635 s and 813 s of tests before the last two names
-## moved, provisioning 491 s and 735 s). The checks (vet, the
+## longest packages run as several processes each (each with its own control
+## plane) beside the rest: one per SHARDS entry naming the package (the tests
+## its pattern matches) and one for the package's other tests, chosen so the
+## parts take about as long (2026-11-29, alone: disruption 368 s, 257 s and
+## 254 s of tests, provisioning 297 s and 387 s). The checks (vet, the
 ## generated-files check, cdk synth) run first, side by side: vet compiles
 ## every package, so timing-sensitive scenarios (the demo's interruption
 ## deadline) do not race a cold cache's compiles (beside the tests, the demo
@@ -174,7 +174,16 @@ test-loaded:
 ## as often as by default (GOGC=200, unless set): two cores are short of
 ## CPU, not of memory. Tests that measure a heap set their own collector.
 SLOW_TESTS := ./shared/ticks/interrupt ./shared/ticks/termination ./shared/ticks/bootstrap
-SHARDS := shared/ticks/provision='^Test(Killed|Static|Buffer|E2ESchedulingLabels)' shared/ticks/disrupt='^Test(Crash|Kill|Buffer|Abandon|Stale|ConsolidationInto|ConsolidationUses|PDBThatAllows|E2EBudgetOfZero)'
+SHARDS := shared/ticks/provision='^Test(Killed|Static|Buffer|E2ESchedulingLabels)' \
+	shared/ticks/disrupt='^Test(Crash|Kill|Buffer|Abandon|Stale|ConsolidationInto|ConsolidationUses|PDBThatAllows|E2EBudgetOfZero)' \
+	shared/ticks/disrupt='^Test(E2EDriftNodeClass|GarbageCollection|DoNotDisruptPodBlocks|MultiNodeConsolidation)'
+## TESTBIN: where make test keeps its test binaries between runs (go test
+## -o): the go command links a binary again only when its build ID changed,
+## and linking was a fifth of a warm run's CPU (109 links, 321 CPU-seconds,
+## on 2026-11-29). A binary is named after the last element of its package
+## path, so each process of the run has a directory of its own, and a name
+## taken twice in the main list goes to a second one.
+TESTBIN := $(CURDIR)/.cache/testbin
 SOAK := shared/local/soak
 TEST_FLAGS := -count=1 -timeout 25m
 ## TEST_BUILD: how the test binaries are built. Linking them is a fifth of
@@ -191,22 +200,27 @@ TEST_BUILD := -vet=off -ldflags=-w
 TEST_ECHO = $(if $(filter -v,$(TEST_FLAGS)),all,failures)
 test: kube browser test-checks
 	@export KARPLESS_REQUIRE_KUBE=1 KARPLESS_REQUIRE_BROWSER=1 CDK_VALIDATION=false GOGC=$${GOGC:-200}; \
-	logs=$$(mktemp -d); trap 'rm -rf $$logs' EXIT; pids=(); skip=(); n=0; \
+	logs=$$(mktemp -d); trap 'rm -rf $$logs' EXIT; pids=(); skip=(); names=(); declare -A rest; n=0; \
 	for shard in $(SHARDS); do \
-		pkg=$${shard%%=*}; re=$${shard#*=}; skip+=("github.com/karpless/karpless/$$pkg"); \
-		$(GO) test $(TEST_BUILD) $(TEST_FLAGS) -run "$$re" -skip '$(CONFORMANCE_TESTS)' ./$$pkg > $$logs/$$n.a 2>&1 & pids+=($$!); \
-		$(GO) test $(TEST_BUILD) $(TEST_FLAGS) -skip "$$re|$(CONFORMANCE_TESTS)" ./$$pkg > $$logs/$$n.b 2>&1 & pids+=($$!); \
-		n=$$((n+1)); \
+		pkg=$${shard%%=*}; re=$${shard#*=}; \
+		$(GO) test $(TEST_BUILD) $(TEST_FLAGS) -o $(TESTBIN)/$$n/ -run "$$re" -skip '$(CONFORMANCE_TESTS)' ./$$pkg > $$logs/$$n 2>&1 & pids+=($$!); \
+		names+=("$$pkg, tests matching $$re:"); rest[$$pkg]="$${rest[$$pkg]:+$${rest[$$pkg]}|}$$re"; n=$$((n+1)); \
 	done; \
-	(cd bench && $(GO) test $(TEST_BUILD) $(TEST_FLAGS) ./bound) > $$logs/bench 2>&1 & pids+=($$!); \
-	(set -o pipefail; $(GO) test $(TEST_BUILD) $(TEST_FLAGS) -json -skip '$(SCENARIO_TESTS)' -p $(TEST_PARALLEL) $(SLOW_TESTS) $$($(GO) list ./... | grep -vxF "$${skip[@]/#/-e}") \
-		| $(GO) run ./hack/conformance -doc docs/conformance.md -echo $(TEST_ECHO)) & main=$$!; \
+	for pkg in "$${!rest[@]}"; do \
+		skip+=("github.com/karpless/karpless/$$pkg"); \
+		$(GO) test $(TEST_BUILD) $(TEST_FLAGS) -o $(TESTBIN)/$$n/ -skip "$${rest[$$pkg]}|$(CONFORMANCE_TESTS)" ./$$pkg > $$logs/$$n 2>&1 & pids+=($$!); \
+		names+=("$$pkg, the other tests:"); n=$$((n+1)); \
+	done; \
+	(cd bench && $(GO) test $(TEST_BUILD) $(TEST_FLAGS) -o $(TESTBIN)/bench/ ./bound) > $$logs/bench 2>&1 & pids+=($$!); \
+	tested=$$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' $(SLOW_TESTS) ./... | grep -vxF "$${skip[@]/#/-e}" | awk '!seen[$$0]++'); \
+	(set -o pipefail; ( \
+		$(GO) test $(TEST_BUILD) $(TEST_FLAGS) -o $(TESTBIN)/main/ -json -skip '$(SCENARIO_TESTS)' -p $(TEST_PARALLEL) $$(echo "$$tested" | awk -F/ '!seen[$$NF]++'); rc=$$?; \
+		again=$$(echo "$$tested" | awk -F/ 'seen[$$NF]++'); \
+		if [ -n "$$again" ]; then $(GO) test $(TEST_BUILD) $(TEST_FLAGS) -o $(TESTBIN)/again/ -json -skip '$(SCENARIO_TESTS)' $$again || rc=1; fi; exit $$rc \
+		) | $(GO) run ./hack/conformance -doc docs/conformance.md -echo $(TEST_ECHO)) & main=$$!; \
 	rc=0; for pid in "$${pids[@]}"; do wait $$pid || rc=1; done; \
 	wait $$main || rc=1; \
-	n=0; for shard in $(SHARDS); do \
-		echo "$${shard%%=*}, tests matching $${shard#*=}:"; cat $$logs/$$n.a; \
-		echo "$${shard%%=*}, the other tests:"; cat $$logs/$$n.b; n=$$((n+1)); \
-	done; \
+	for i in "$${!names[@]}"; do echo "$${names[$$i]}"; cat $$logs/$$i; done; \
 	echo "bench/bound (the bench's lower bound, its own module):"; cat $$logs/bench; \
 	exit $$rc
 

@@ -110,7 +110,7 @@ func (p *process) current() (*exec.Cmd, bool) {
 // control plane runs (see Start).
 const controllers = "deployment-controller,replicaset-controller,daemonset-controller,statefulset-controller," +
 	"job-controller,disruption-controller,garbage-collector-controller,namespace-controller," +
-	"pod-garbage-collector-controller,serviceaccount-controller"
+	"pod-garbage-collector-controller,serviceaccount-controller,ttl-after-finished-controller"
 
 const (
 	componentGOGC     = "300"
@@ -341,9 +341,9 @@ func start(ctx context.Context, cfg Config) (*Cluster, error) {
 			"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0",
 			// Only the controllers whose objects the tests and the soak
 			// create run: workloads (Deployments, ReplicaSets, DaemonSets,
-			// StatefulSets, Jobs), PodDisruptionBudget status for eviction,
-			// owner-reference and namespace cleanup, and pod GC of deleted
-			// nodes. The rest (resource quota and endpoint slices watch
+			// StatefulSets, Jobs and the soak's finished Jobs' expiry),
+			// PodDisruptionBudget status for eviction, owner-reference and
+			// namespace cleanup, and pod GC of deleted nodes. The rest (resource quota and endpoint slices watch
 			// every object they may count) cost CPU for nothing. The node
 			// lifecycle controller stays off above all: fake nodes send no
 			// heartbeats, so it would mark them unknown and evict their pods.

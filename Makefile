@@ -173,6 +173,8 @@ test-loaded:
 ## (compiler, test binaries, the local control planes) collect garbage half
 ## as often as by default (GOGC=200, unless set): two cores are short of
 ## CPU, not of memory. Tests that measure a heap set their own collector.
+## The local control planes' processes run on one thread each
+## (KARPLESS_KUBE_GOMAXPROCS=1, unless set): about nine run at once.
 SLOW_TESTS := ./shared/ticks/interrupt ./shared/ticks/termination ./shared/ticks/bootstrap
 SHARDS := shared/ticks/provision='^Test(Killed|Static|Buffer|E2ESchedulingLabels)' \
 	shared/ticks/disrupt='^Test(Crash|Kill|Buffer|Abandon|Stale|ConsolidationInto|ConsolidationUses|PDBThatAllows|E2EBudgetOfZero)' \
@@ -199,7 +201,7 @@ TEST_BUILD := -vet=off -ldflags=-w
 ## the checks linked 23 test binaries and started 5 control planes again.
 TEST_ECHO = $(if $(filter -v,$(TEST_FLAGS)),all,failures)
 test: kube browser test-checks
-	@export KARPLESS_REQUIRE_KUBE=1 KARPLESS_REQUIRE_BROWSER=1 CDK_VALIDATION=false GOGC=$${GOGC:-200}; \
+	@export KARPLESS_REQUIRE_KUBE=1 KARPLESS_REQUIRE_BROWSER=1 CDK_VALIDATION=false GOGC=$${GOGC:-200} KARPLESS_KUBE_GOMAXPROCS=$${KARPLESS_KUBE_GOMAXPROCS:-1}; \
 	logs=$$(mktemp -d); trap 'rm -rf $$logs' EXIT; pids=(); skip=(); names=(); declare -A rest; n=0; \
 	for shard in $(SHARDS); do \
 		pkg=$${shard%%=*}; re=$${shard#*=}; \

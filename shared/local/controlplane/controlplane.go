@@ -102,20 +102,26 @@ func (p *process) current() (*exec.Cmd, bool) {
 	return p.cmd, p.stopping
 }
 
-// componentGOGC and componentMemLimit are the components' collector
-// settings (see spawn): GOGC=300 makes the collector run about a third as
-// often as the default; 3 GiB is above what a 5,000-node benchmark cluster's
-// API server holds live, so only a larger one makes it collect sooner.
 // controllers are the kube-controller-manager controllers a local
 // control plane runs (see Start).
 const controllers = "deployment-controller,replicaset-controller,daemonset-controller,statefulset-controller," +
 	"job-controller,disruption-controller,garbage-collector-controller,namespace-controller," +
 	"pod-garbage-collector-controller,serviceaccount-controller,ttl-after-finished-controller"
 
+// componentGOGC and componentMemLimit are the components' collector
+// settings (see spawn): GOGC=300 makes the collector run about a third as
+// often as the default; 3 GiB is above what a 5,000-node benchmark cluster's
+// API server holds live, so only a larger one makes it collect sooner.
 const (
 	componentGOGC     = "300"
 	componentMemLimit = "3GiB"
 )
+
+// ProcsEnv, when set, is the GOMAXPROCS of every component. make test runs
+// about nine control planes at once on two cores: each API server's idle
+// threads spinning for work (the Go scheduler's) cost more than one thread
+// would, so it sets 1; a benchmark's single large cluster leaves it unset.
+const ProcsEnv = "KARPLESS_KUBE_GOMAXPROCS"
 
 // restartable are the components a crash does not end: a real control
 // plane runs them as static pods the kubelet restarts (kube-controller-
@@ -377,6 +383,9 @@ func (c *Cluster) spawn(binDir, logDir, name string, args ...string) error {
 		// large cluster's API server from growing without bound; the
 		// caller's own GOGC or GOMEMLIMIT wins.
 		cmd.Env = append([]string{"GOGC=" + componentGOGC, "GOMEMLIMIT=" + componentMemLimit}, os.Environ()...)
+		if n := os.Getenv(ProcsEnv); n != "" {
+			cmd.Env = append(cmd.Env, "GOMAXPROCS="+n)
+		}
 		if name != "etcd" {
 			cmd.Env = append(cmd.Env, c.env...)
 		}

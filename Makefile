@@ -290,4 +290,4 @@ bench: kube
 	cd bench && $(GO) run . $(BENCH_ARGS)
 
 clean:
-	rm -rf build cdk.out demo-report
+	rm -rf build cdk.out demo-report .cache/testbin

@@ -349,8 +349,9 @@ func start(ctx context.Context, cfg Config) (*Cluster, error) {
 			// create run: workloads (Deployments, ReplicaSets, DaemonSets,
 			// StatefulSets, Jobs and the soak's finished Jobs' expiry),
 			// PodDisruptionBudget status for eviction, owner-reference and
-			// namespace cleanup, and pod GC of deleted nodes. The rest (resource quota and endpoint slices watch
-			// every object they may count) cost CPU for nothing. The node
+			// namespace cleanup, and pod GC of deleted nodes. The rest
+			// (resource quota and endpoint slices watch every object they
+			// may count) cost CPU for nothing. The node
 			// lifecycle controller stays off above all: fake nodes send no
 			// heartbeats, so it would mark them unknown and evict their pods.
 			"--controllers="+controllers,

@@ -121,9 +121,10 @@ type solver struct {
 // A provisioning solve of at most fillMaxPods pods that opens several
 // NodeClaims runs a second time with the other growth rule (solver.fill),
 // and the plan that places more pods, then costs less, is kept. Neither
-// rule wins on every batch (bench/, docs/bench.md): one pod's marginal price favours the smallest new node
-// again and again, each paying its DaemonSets; room for the queue favours
-// big nodes, whose last size step is paid in full.
+// rule wins on every batch (bench/, docs/bench.md): one pod's marginal
+// price favours the smallest new node again and again, each paying its
+// DaemonSets; room for the queue favours big nodes, whose last size step
+// is paid in full.
 func Solve(snap *Snapshot, opts Options) *Results {
 	return solveBoth(snap, opts, false)
 }

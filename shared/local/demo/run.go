@@ -130,8 +130,9 @@ type runner struct {
 	interrupted                                            map[string]bool
 	// interruptedNodes are the nodes an interruption step reclaims, and
 	// movedAt the first moment none of their workload pods remained there
-	// and no pod was pending: the step's note judges the deadline by it,
-	// not by the end of the step (consolidation may still be at work).
+	// and none was pending (workloadMoved): the step's note judges the
+	// deadline by it, not by the end of the step (consolidation may still
+	// be at work).
 	interruptedNodes map[string]bool
 	movedAt          time.Time
 }
@@ -377,6 +378,9 @@ func (r *runner) step(ctx context.Context, i int, st Step) (StepResult, error) {
 		r.tick(ctx)
 		done, why := r.until(ctx, st.Until, stepStart)
 		if done {
+			// Settled between two observations: the pods ran elsewhere
+			// by now at the latest.
+			r.noteMoved(r.pods(ctx))
 			break
 		}
 		if r.now().After(deadline) {
@@ -547,7 +551,7 @@ func (r *runner) observe(ctx context.Context) {
 			pending++
 		}
 	}
-	r.noteMoved(pods, pending)
+	r.noteMoved(pods)
 	r.trackCost()
 	nodes := r.readyNodes(ctx)
 	status := fmt.Sprintf("nodes %d | pods running %d, pending %d | $%.3f/h", nodes, running, pending, r.cost())
@@ -561,22 +565,35 @@ func (r *runner) observe(ctx context.Context) {
 	}
 }
 
-// noteMoved records when an interruption's workload first ran elsewhere:
-// no pod but a DaemonSet's left on an interrupted node, none pending.
-func (r *runner) noteMoved(pods []corev1.Pod, pending int) {
-	if len(r.interruptedNodes) == 0 || !r.movedAt.IsZero() || pending > 0 {
-		return
-	}
-	for _, p := range pods {
-		if !r.interruptedNodes[p.Spec.NodeName] || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		if owner := metav1.GetControllerOf(&p); owner != nil && owner.Kind == "DaemonSet" {
-			continue
-		}
+// noteMoved records when an interruption's workload first ran elsewhere
+// (workloadMoved).
+func (r *runner) noteMoved(pods []corev1.Pod) {
+	if len(r.interruptedNodes) == 0 || !r.movedAt.IsZero() || !workloadMoved(pods, r.interruptedNodes) {
 		return
 	}
 	r.movedAt = r.now()
+}
+
+// workloadMoved reports that an interruption's workload runs elsewhere: no
+// pod but a DaemonSet's is left on the interrupted nodes, and none is
+// pending. DaemonSet pods are left out of both: theirs on the interrupted
+// node goes with the node, and a new node's own is pending until it is
+// bound, which says nothing about the workload (consolidation may be
+// replacing nodes in the same minutes).
+func workloadMoved(pods []corev1.Pod, interrupted map[string]bool) bool {
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if owner := metav1.GetControllerOf(p); owner != nil && owner.Kind == "DaemonSet" {
+			continue
+		}
+		if interrupted[p.Spec.NodeName] || p.Status.Phase == corev1.PodPending {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *runner) readyNodes(ctx context.Context) int {

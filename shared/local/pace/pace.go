@@ -5,29 +5,45 @@ package pace
 import (
 	"bytes"
 	"os"
+	"runtime"
 	"strconv"
 	"time"
 )
 
 // Pacer measures how much of the machine's CPU time the local world
-// could have had: the share of real time in which no task waited for a
-// CPU (Linux's pressure stall information). A virtual clock that follows
-// real time moves on by that share of it, so a function starved by other
-// processes (CI runs the integration packages side by side on two cores,
-// a laptop is rarely idle) is not also made to look many times slower on
-// the clock than it is: a Lambda has its vCPU to itself. Without the
-// pressure file every share is 1.
+// could have had. A virtual clock that follows real time moves on by that
+// share of it, so a function starved by other processes (CI runs the
+// integration packages side by side on two cores, a laptop is rarely
+// idle) is not also made to look many times slower on the clock than it
+// is: a Lambda has its vCPU to itself.
+//
+// Starvation is read from three counters, each cumulative, and the share
+// is what the worst of them leaves over a window:
+//   - Linux's pressure stall information, the time some task waited for a
+//     CPU (/proc/pressure/cpu);
+//   - the hypervisor's steal time, the time the VM's vCPUs were ready but
+//     not run (/proc/stat), which no task inside the VM sees as waiting;
+//   - the cgroup's throttled time (cpu.stat), the time a CPU quota held
+//     every task of the container off the CPU, which the pressure file
+//     does not count on a kernel whose pressure is the host's.
+//
+// Without any of them every share is 1.
 type Pacer struct {
-	read func() (stall time.Duration, ok bool)
+	read func() stalls
 	now  func() time.Time
 
 	at    time.Time
-	stall time.Duration
+	last  stalls
 	share float64
 }
 
+// stalls holds each source's cumulative starved time; a source the machine
+// does not have is absent.
+type stalls map[string]time.Duration
+
 // paceWindow is the real time a share is measured over: the kernel keeps
-// the stall total in microseconds, updated as tasks change state.
+// the stall totals in microseconds (steal in clock ticks of 10 ms), updated
+// as tasks change state.
 const paceWindow = 100 * time.Millisecond
 
 // MinShare keeps the clock moving on a saturated machine (at most ten
@@ -38,7 +54,7 @@ const paceWindow = 100 * time.Millisecond
 const MinShare = 0.1
 
 func New() *Pacer {
-	return &Pacer{read: readCPUStall, now: time.Now, share: 1}
+	return &Pacer{read: readStalls, now: time.Now, share: 1}
 }
 
 // Share is the CPU share of the last measured window.
@@ -47,26 +63,57 @@ func (p *Pacer) Share() float64 {
 	if !p.at.IsZero() && now.Sub(p.at) < paceWindow {
 		return p.share
 	}
-	stall, ok := p.read()
-	if !ok {
+	cur := p.read()
+	if len(cur) == 0 {
 		p.share = 1
+		p.at, p.last = time.Time{}, nil
 		return 1
 	}
 	if !p.at.IsZero() {
 		wall := now.Sub(p.at)
-		p.share = min(1, max(MinShare, 1-float64(stall-p.stall)/float64(wall)))
+		var worst time.Duration
+		for k, v := range cur {
+			if prev, ok := p.last[k]; ok && v-prev > worst {
+				worst = v - prev
+			}
+		}
+		p.share = min(1, max(MinShare, 1-float64(worst)/float64(wall)))
 	}
-	p.at, p.stall = now, stall
+	p.at, p.last = now, cur
 	return p.share
 }
 
-// readCPUStall reads the total time some task waited for a CPU.
-func readCPUStall() (time.Duration, bool) {
-	data, err := os.ReadFile("/proc/pressure/cpu")
-	if err != nil {
-		return 0, false
+// The sources' names.
+const (
+	srcPressure  = "pressure"
+	srcSteal     = "steal"
+	srcThrottled = "throttled"
+)
+
+// readStalls reads every source the machine has.
+func readStalls() stalls {
+	out := stalls{}
+	if data, err := os.ReadFile("/proc/pressure/cpu"); err == nil {
+		if d, ok := parseCPUStall(data); ok {
+			out[srcPressure] = d
+		}
 	}
-	return parseCPUStall(data)
+	if data, err := os.ReadFile("/proc/stat"); err == nil {
+		if d, ok := parseSteal(data, runtime.NumCPU()); ok {
+			out[srcSteal] = d
+		}
+	}
+	// cgroup v2, then v1.
+	if data, err := os.ReadFile("/sys/fs/cgroup/cpu.stat"); err == nil {
+		if d, ok := parseThrottled(data, "throttled_usec", time.Microsecond); ok {
+			out[srcThrottled] = d
+		}
+	} else if data, err := os.ReadFile("/sys/fs/cgroup/cpu/cpu.stat"); err == nil {
+		if d, ok := parseThrottled(data, "throttled_time", time.Nanosecond); ok {
+			out[srcThrottled] = d
+		}
+	}
+	return out
 }
 
 // parseCPUStall takes the "some" line's total (microseconds).
@@ -84,6 +131,42 @@ func parseCPUStall(data []byte) (time.Duration, bool) {
 				return time.Duration(us) * time.Microsecond, true
 			}
 		}
+	}
+	return 0, false
+}
+
+// userHz is the unit of /proc/stat's times: USER_HZ, 100 on every Linux
+// architecture Go supports.
+const userHz = 100
+
+// parseSteal takes the steal time of /proc/stat's all-CPU line (its eighth
+// column) per CPU: the wall time in which each vCPU, on average, was not
+// run.
+func parseSteal(data []byte, cpus int) (time.Duration, bool) {
+	line, _, _ := bytes.Cut(data, []byte("\n"))
+	f := bytes.Fields(line)
+	if len(f) < 9 || string(f[0]) != "cpu" || cpus < 1 {
+		return 0, false
+	}
+	ticks, err := strconv.ParseInt(string(f[8]), 10, 64)
+	if err != nil || ticks < 0 {
+		return 0, false
+	}
+	return time.Duration(ticks) * time.Second / userHz / time.Duration(cpus), true
+}
+
+// parseThrottled takes cpu.stat's throttled total, in unit.
+func parseThrottled(data []byte, key string, unit time.Duration) (time.Duration, bool) {
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		f := bytes.Fields(line)
+		if len(f) != 2 || string(f[0]) != key {
+			continue
+		}
+		v, err := strconv.ParseInt(string(f[1]), 10, 64)
+		if err != nil || v < 0 {
+			return 0, false
+		}
+		return time.Duration(v) * unit, true
 	}
 	return 0, false
 }

@@ -57,6 +57,8 @@ type World struct {
 	// Warm is the memory of the warm container App's invocations run in;
 	// envs a test builds for invocations that are not killed share it.
 	Warm *app.Warm
+
+	logs *logTail
 }
 
 // SkewClock is the wall clock plus an offset the test moves forward, so
@@ -141,11 +143,19 @@ func New(t testing.TB, env *kubetest.Env, identity string, opts ...Option) *Worl
 		t.Fatal(err)
 	}
 	warm := &app.Warm{}
-	a, err := deploy.NewEnv(emu, kc, deploy.Options{Identity: identity, Clock: clk, Warm: warm})
+	w := &World{T: t, E: e, Emu: emu, NS: e.Namespace(t), Clock: clk, Chaos: chaos, Warm: warm, logs: &logTail{}}
+	// Runs last: what the functions logged, when anything failed,
+	// cleanup included.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the functions' last log lines (at most %d):\n%s", logTailLines, w.logs)
+		}
+	})
+	a, err := deploy.NewEnv(emu, kc, deploy.Options{Identity: identity, Clock: clk, Warm: warm, Log: w.Logger(identity)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &World{T: t, E: e, Emu: emu, App: a, NS: e.Namespace(t), Clock: clk, Chaos: chaos, Warm: warm}
+	w.App = a
 	t.Cleanup(w.cleanup)
 	return w
 }

@@ -127,7 +127,7 @@ func edgeEnv(t *testing.T, w *testworld.World, k *testworld.KillSwitch, ev *evic
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := deploy.NewEnv(w.Emu, kc, deploy.Options{Identity: "interruption", Clock: w.Clock})
+	a, err := deploy.NewEnv(w.Emu, kc, deploy.Options{Identity: "interruption", Clock: w.Clock, Log: w.Logger("interruption")})
 	if err != nil {
 		t.Fatal(err)
 	}

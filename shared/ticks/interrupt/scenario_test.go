@@ -377,7 +377,7 @@ func TestBatchReportsOnlyTheFailedMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := deploy.NewEnv(w.Emu, kc, deploy.Options{Identity: "interruption", Clock: w.Clock})
+	a, err := deploy.NewEnv(w.Emu, kc, deploy.Options{Identity: "interruption", Clock: w.Clock, Log: w.Logger("interruption")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -169,7 +169,7 @@ func TestLaunchWaitsForIAMPropagation(t *testing.T) {
 // DropAfterApply fault drops has been sent; it returns that call.
 func lostLaunch(t *testing.T, w *testworld.World, holder string) fleetCall {
 	t.Helper()
-	one, err := deploy.NewEnv(w.Emu, w.E.Clients, deploy.Options{Identity: "provisioner", MaxAttempts: 1, Clock: w.Clock})
+	one, err := deploy.NewEnv(w.Emu, w.E.Clients, deploy.Options{Identity: "provisioner", MaxAttempts: 1, Clock: w.Clock, Log: w.Logger("provisioner")})
 	if err != nil {
 		t.Fatal(err)
 	}

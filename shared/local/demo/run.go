@@ -377,10 +377,17 @@ func (r *runner) step(ctx context.Context, i int, st Step) (StepResult, error) {
 		r.advance()
 		r.tick(ctx)
 		done, why := r.until(ctx, st.Until, stepStart)
-		if done {
-			// Settled between two observations: the pods ran elsewhere
-			// by now at the latest.
+		if done && st.Interrupt != nil && !r.deadline.IsZero() {
+			// Settled between two observations: the pods ran elsewhere by
+			// now at the latest. Or the queue has not delivered the event
+			// yet, and the world only looks settled: the interrupted
+			// node still runs its pods.
 			r.noteMoved(r.pods(ctx))
+			if r.movedAt.IsZero() {
+				done, why = false, "the interrupted nodes still run their pods"
+			}
+		}
+		if done {
 			break
 		}
 		if r.now().After(deadline) {
@@ -788,7 +795,7 @@ func (r *runner) interrupt(ctx context.Context, in *Interrupt) error {
 	claims := r.nodeClaims(ctx)
 	sort.SliceStable(claims, func(i, j int) bool { return podsOn[claims[i].Status.NodeName] > podsOn[claims[j].Status.NodeName] })
 	var ids, names []string
-	r.interruptedNodes, r.movedAt = map[string]bool{}, time.Time{}
+	r.interruptedNodes, r.movedAt, r.deadline = map[string]bool{}, time.Time{}, time.Time{}
 	for _, nc := range claims {
 		if in.CapacityType != "" && nc.Labels[wellknown.CapacityTypeLabel] != in.CapacityType {
 			continue
@@ -815,6 +822,10 @@ func (r *runner) interrupt(ctx context.Context, in *Interrupt) error {
 	}
 	for _, id := range ids {
 		r.interrupted[id] = true
+	}
+	if r.deadline.IsZero() {
+		r.say("EC2 sends %s for %s", in.Kind, strings.Join(names, ", "))
+		return nil
 	}
 	r.say("EC2 sends %s for %s; the instance is reclaimed at %s", in.Kind, strings.Join(names, ", "), clockString(r.deadline.Sub(r.begin)))
 	return nil

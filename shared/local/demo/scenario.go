@@ -44,7 +44,8 @@ type Step struct {
 	AMIRelease string `json:"amiRelease,omitempty"`
 	// Until is what the step waits for: settled (every pod runs, no
 	// NodeClaim in motion), consolidated (settled and disruption has
-	// nothing more to do) or driftless (settled and no NodeClaim drifted).
+	// nothing more to do) or driftless (settled, no NodeClaim drifted, and
+	// disruption quiet for driftQuiet: what the roll left behind is gone).
 	Until string `json:"until"`
 	// Timeout bounds the wait (virtual time).
 	Timeout Duration `json:"timeout,omitempty"`

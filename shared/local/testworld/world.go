@@ -144,8 +144,8 @@ func New(t testing.TB, env *kubetest.Env, identity string, opts ...Option) *Worl
 	}
 	warm := &app.Warm{}
 	w := &World{T: t, E: e, Emu: emu, NS: e.Namespace(t), Clock: clk, Chaos: chaos, Warm: warm, logs: &logTail{}}
-	// Runs last: what the functions logged, when anything failed,
-	// cleanup included.
+	// Runs after the world's cleanup (registered below): what the
+	// functions logged, when anything failed, that cleanup included.
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the functions' last log lines (at most %d):\n%s", logTailLines, w.logs)

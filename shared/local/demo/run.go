@@ -385,17 +385,7 @@ func (r *runner) step(ctx context.Context, i int, st Step) (StepResult, error) {
 		}
 		r.advance()
 		r.tick(ctx)
-		done, why := r.until(ctx, st.Until, stepStart)
-		if done && st.Interrupt != nil && !r.deadline.IsZero() {
-			// Settled between two observations: the pods ran elsewhere by
-			// now at the latest. Or the queue has not delivered the event
-			// yet, and the world only looks settled: the interrupted
-			// node still runs its pods.
-			r.noteMoved(r.pods(ctx))
-			if r.movedAt.IsZero() {
-				done, why = false, "the interrupted nodes still run their pods"
-			}
-		}
+		done, why := r.until(ctx, st, stepStart)
 		if done {
 			break
 		}
@@ -700,14 +690,25 @@ func (r *runner) cost() float64 {
 }
 
 // until evaluates a step's condition, saying what it still waits for.
-func (r *runner) until(ctx context.Context, cond string, stepStart time.Time) (bool, string) {
+func (r *runner) until(ctx context.Context, st Step, stepStart time.Time) (bool, string) {
 	claims := r.nodeClaims(ctx)
-	for _, p := range r.pods(ctx) {
+	pods := r.pods(ctx)
+	for _, p := range pods {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 			return false, fmt.Sprintf("pod %s is %s", p.Name, p.Status.Phase)
+		}
+	}
+	if st.Interrupt != nil && !r.deadline.IsZero() {
+		// Every pod runs: if they run elsewhere, the move is noted now at
+		// the latest (it may have come between two observations). If
+		// the queue has not delivered the event yet, the world only
+		// looks settled: the interrupted node still runs its pods.
+		r.noteMoved(pods)
+		if r.movedAt.IsZero() {
+			return false, "the interrupted nodes still run their pods"
 		}
 	}
 	for i := range claims {
@@ -719,7 +720,7 @@ func (r *runner) until(ctx context.Context, cond string, stepStart time.Time) (b
 			return false, fmt.Sprintf("NodeClaim %s is not initialized", nc.Name)
 		}
 	}
-	switch cond {
+	switch st.Until {
 	case UntilConsolidated:
 		if r.disrIdle < 3 || r.now().Sub(stepStart) < time.Minute {
 			return false, "disruption may still act"

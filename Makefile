@@ -175,13 +175,7 @@ test-loaded:
 ## CPU, not of memory. Tests that measure a heap set their own collector.
 ## The local control planes' processes run on one thread each
 ## (KARPLESS_KUBE_GOMAXPROCS=1, unless set): about nine run at once.
-SLOW_TESTS := ./shared/ticks/interrupt ./shared/ticks/termination
-## WHOLE: long packages (no ported cases among their tests) that run as
-## processes of their own from the start. In the main list they held two
-## of its slots for five minutes while some ninety short packages queued
-## behind them, and those then ran in the last three minutes on a machine
-## more than half idle (each waits on its control plane's start-up).
-WHOLE := shared/ticks/bootstrap cmd/karpless
+SLOW_TESTS := ./shared/ticks/interrupt ./shared/ticks/termination ./shared/ticks/bootstrap
 SHARDS := shared/ticks/provision='^Test(Killed|Static|Buffer|E2ESchedulingLabels)' \
 	shared/ticks/disrupt='^Test(Crash|Kill|Buffer|Abandon|Stale|ConsolidationInto|ConsolidationUses|PDBThatAllows|E2EBudgetOfZero)' \
 	shared/ticks/disrupt='^Test(E2EDriftNodeClass|GarbageCollection|DoNotDisruptPodBlocks|MultiNodeConsolidation)'
@@ -213,11 +207,6 @@ test: kube browser test-checks
 		pkg=$${shard%%=*}; re=$${shard#*=}; \
 		$(GO) test $(TEST_BUILD) $(TEST_FLAGS) -o $(TESTBIN)/$$n/ -run "$$re" -skip '$(CONFORMANCE_TESTS)' ./$$pkg > $$logs/$$n 2>&1 & pids+=($$!); \
 		names+=("$$pkg, tests matching $$re:"); rest[$$pkg]="$${rest[$$pkg]:+$${rest[$$pkg]}|}$$re"; n=$$((n+1)); \
-	done; \
-	for pkg in $(WHOLE); do \
-		skip+=("github.com/karpless/karpless/$$pkg"); \
-		$(GO) test $(TEST_BUILD) $(TEST_FLAGS) -o $(TESTBIN)/$$n/ -skip '$(CONFORMANCE_TESTS)' ./$$pkg > $$logs/$$n 2>&1 & pids+=($$!); \
-		names+=("$$pkg:"); n=$$((n+1)); \
 	done; \
 	for pkg in "$${!rest[@]}"; do \
 		skip+=("github.com/karpless/karpless/$$pkg"); \

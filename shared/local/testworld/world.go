@@ -90,16 +90,6 @@ func (c *SkewClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// Skip moves the clock on by d unless that would take it more than MaxSkew
-// ahead of the real one (then it stays).
-func (c *SkewClock) Skip(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.off+d <= MaxSkew {
-		c.off += d
-	}
-}
-
 // Skew is how far the clock runs ahead of the real one.
 func (c *SkewClock) Skew() time.Duration {
 	c.mu.Lock()
@@ -146,10 +136,7 @@ func New(t testing.TB, env *kubetest.Env, identity string, opts ...Option) *Worl
 	// (conflicts, 429s, watches ended with 410, expired continue tokens);
 	// the test's own clients (w.E.Clients) do not.
 	restCfg := rest.CopyConfig(e.Cluster.RESTConfig)
-	chaosCfg := kubechaos.Defaults(emu.Config().Seed)
-	// A 429's second passes on the world's clock, within MaxSkew.
-	chaosCfg.Wait = clk.Skip
-	chaos := kubechaos.New(chaosCfg)
+	chaos := kubechaos.New(kubechaos.Defaults(emu.Config().Seed))
 	restCfg.Wrap(chaos.Wrap)
 	kc, err := kube.NewClients(restCfg)
 	if err != nil {
@@ -300,7 +287,11 @@ func RoundsBackoff(first time.Duration) *wait.Backoff {
 }
 
 // Skip moves the world's clock on by d, up to MaxSkew in all.
-func (w *World) Skip(d time.Duration) { w.Clock.Skip(d) }
+func (w *World) Skip(d time.Duration) {
+	if w.Clock.Skew()+d <= MaxSkew {
+		w.Clock.Advance(d)
+	}
+}
 
 // nodeOwner says which of this world's instances has a node name, if any.
 func (w *World) nodeOwner(node string) string {

@@ -100,7 +100,6 @@ func newWorld(t *testing.T, opts ...testworld.Option) *world {
 	resetCluster(t, e)
 	seed := worldSeed.Add(1) + 100
 	w.kubeChaos = kubechaos.Defaults(seed)
-	w.kubeChaos.Wait = w.clk.Skip // a 429's second passes on the world's clock
 	cfg := emulator.Config{
 		ClusterName: clusterName, Clock: w.clk, Seed: seed,
 		PendingDelay: 200 * time.Millisecond, JoinDelay: 200 * time.Millisecond, ReadyDelay: 200 * time.Millisecond,

@@ -26,7 +26,6 @@ import (
 	"github.com/karpless/karpless/shared/aws/invoke"
 	"github.com/karpless/karpless/shared/core/podutil"
 	"github.com/karpless/karpless/shared/core/wellknown"
-	"github.com/karpless/karpless/shared/function/clockctx"
 	"github.com/karpless/karpless/shared/kube/lease"
 	"github.com/karpless/karpless/shared/local/controlplane/kubechaos"
 	"github.com/karpless/karpless/shared/local/deploy"
@@ -92,9 +91,7 @@ func reactionFromIdle(t testing.TB, samples int) reaction {
 		sources.Store(ev.Source, true)
 		start := time.Now()
 
-		// The Lambda's minute is on the world's clock, which the
-		// world's waits (a 429's Retry-After) move ahead of the real one.
-		ctx, cancel := clockctx.WithTimeout(ctx, w.Clock, time.Minute)
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		_, err := handler(ctx, ev)
 		runs.mu.Lock()
@@ -200,7 +197,7 @@ func reactionFromIdle(t testing.TB, samples int) reaction {
 		}
 		calls := len(w.Emu.Calls())
 		start := w.Clock.Now()
-		tctx, tcancel := clockctx.WithTimeout(context.Background(), w.Clock, time.Minute)
+		tctx, tcancel := context.WithTimeout(context.Background(), time.Minute)
 		if _, err := handler(tctx, lambdaevents.CloudWatchEvent{Source: "aws.events"}); err != nil {
 			t.Logf("economy tick %d: %v", i, err)
 		}

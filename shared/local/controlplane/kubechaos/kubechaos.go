@@ -102,14 +102,6 @@ type Config struct {
 	// TooManyRequestsRate is the probability that any request is answered
 	// 429 with Retry-After: 1, as API Priority and Fairness rejects.
 	TooManyRequestsRate float64
-	// Wait, when set, is how a 429's Retry-After passes. The answer then
-	// asks for none (Retry-After: 0), so client-go retries at once, and Wait
-	// gets the RetryAfter the client would have slept: a test world moves
-	// its clock on by it, so the functions and the emulator see the second
-	// go by while no real second is spent (a real one per 429 was half the
-	// wall time of the disruption scenarios). Nil sends APF's Retry-After: 1
-	// and client-go sleeps it.
-	Wait func(time.Duration)
 	// WatchLifetimeMax bounds the random real-time life of a watch stream;
 	// 0 leaves watches alone.
 	WatchLifetimeMax time.Duration
@@ -253,11 +245,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if d.tooManyRequests {
 		closeBody(req)
 		c.count(StatTooManyRequests)
-		if c.cfg.Wait != nil {
-			c.cfg.Wait(RetryAfter)
-			return tooManyRequestsResponse(req, 0), nil
-		}
-		return tooManyRequestsResponse(req, RetryAfter), nil
+		return tooManyRequestsResponse(req), nil
 	}
 
 	out := req // what is sent on; req itself is never modified

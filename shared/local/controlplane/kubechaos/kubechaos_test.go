@@ -79,9 +79,9 @@ type recorder struct {
 }
 
 type recorded struct {
-	method, path, contentType, retryAfter string
-	code                                  int
-	body                                  []byte
+	method, path, contentType string
+	code                      int
+	body                      []byte
 }
 
 func (r *recorder) wrap(next http.RoundTripper) http.RoundTripper {
@@ -102,7 +102,7 @@ func (r *recorder) wrap(next http.RoundTripper) http.RoundTripper {
 				return nil, rerr
 			}
 			resp.Body = io.NopCloser(bytes.NewReader(b))
-			r.errors = append(r.errors, recorded{req.Method, req.URL.Path, resp.Header.Get("Content-Type"), resp.Header.Get("Retry-After"), resp.StatusCode, b})
+			r.errors = append(r.errors, recorded{req.Method, req.URL.Path, resp.Header.Get("Content-Type"), resp.StatusCode, b})
 		}
 		return resp, nil
 	})
@@ -288,34 +288,6 @@ func TestTooManyRequestsIsRetriedByClientGo(t *testing.T) {
 	}
 	if rec := ch.rec.last(t, 429); string(rec.body) != tooManyRequestsBody {
 		t.Errorf("429 body %q", rec.body)
-	}
-
-	// With Wait, the same draws: every 429 is retried by client-go, its
-	// second handed to Wait rather than slept.
-	var mu sync.Mutex
-	var waited time.Duration
-	clocked := newChaotic(t, e, Config{Seed: 5, TooManyRequestsRate: 0.4, Wait: func(d time.Duration) {
-		mu.Lock()
-		waited += d
-		mu.Unlock()
-	}})
-	for i := range 4 {
-		if _, err := clocked.clients.Core.CoreV1().ConfigMaps(ns).Get(ctx, "cm", metav1.GetOptions{}); err != nil {
-			t.Fatalf("get %d with Wait: %v", i, err)
-		}
-		if _, err := clocked.json.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w%d", i)}}, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("create %d with Wait: %v", i, err)
-		}
-	}
-	cst := clocked.chaos.Stats()
-	if cst[StatTooManyRequests] != st[StatTooManyRequests] || cst[StatReachedServer] != 8 {
-		t.Fatalf("with Wait: stats %v, want the draws of %v", cst, st)
-	}
-	if want := time.Duration(cst[StatTooManyRequests]) * RetryAfter; waited != want {
-		t.Errorf("Wait got %s in all, want %s (one RetryAfter per 429)", waited, want)
-	}
-	if rec := clocked.rec.last(t, 429); rec.retryAfter != "0" {
-		t.Errorf("a 429 with Wait said Retry-After %q, want 0", rec.retryAfter)
 	}
 }
 

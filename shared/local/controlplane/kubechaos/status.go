@@ -61,12 +61,12 @@ const (
 
 // tooManyRequestsResponse is what API Priority and Fairness sends when it
 // rejects a request: a plain-text http.Error, not a Status (the filter runs
-// before content negotiation), with Retry-After (whole seconds).
-func tooManyRequestsResponse(req *http.Request, retryAfter time.Duration) *http.Response {
+// before content negotiation), with Retry-After.
+func tooManyRequestsResponse(req *http.Request) *http.Response {
 	h := http.Header{}
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Retry-After", strconv.Itoa(int(retryAfter/time.Second)))
+	h.Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
 	h.Set("X-Kubernetes-Pf-Flowschema-Uid", flowSchemaUID)
 	h.Set("X-Kubernetes-Pf-Prioritylevel-Uid", priorityLevelUID)
 	return response(req, http.StatusTooManyRequests, h, []byte(tooManyRequestsBody))

@@ -272,20 +272,6 @@ func TestTooManyRequestsIsAPFs(t *testing.T) {
 	}
 }
 
-// TestTooManyRequestsWaitsOnTheWorldsClock: with Wait set, the 429 asks
-// for no real wait and its second is handed to Wait instead.
-func TestTooManyRequestsWaitsOnTheWorldsClock(t *testing.T) {
-	var waited []time.Duration
-	c := New(Config{Seed: 1, TooManyRequestsRate: 1, Wait: func(d time.Duration) { waited = append(waited, d) }})
-	resp := do(t, c.Wrap(&server{}), "GET", "/api/v1/nodes", nil)
-	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "0" {
-		t.Fatalf("429 = %d, Retry-After %q; want Retry-After 0", resp.StatusCode, resp.Header.Get("Retry-After"))
-	}
-	if len(waited) != 1 || waited[0] != RetryAfter {
-		t.Fatalf("Wait got %v, want one RetryAfter (%s)", waited, RetryAfter)
-	}
-}
-
 func TestExpiredContinueReissuesTheToken(t *testing.T) {
 	c := New(Config{Seed: 1, ExpiredContinueRate: 1})
 	rt := c.Wrap(&server{})

@@ -384,8 +384,7 @@ func (r *runner) step(ctx context.Context, i int, st Step) (StepResult, error) {
 			return res, ctx.Err()
 		}
 		r.advance()
-		r.tick(ctx)
-		done, why := r.until(ctx, st, stepStart)
+		done, why := r.until(ctx, st, stepStart, r.tick(ctx))
 		if done {
 			break
 		}
@@ -422,7 +421,7 @@ func (r *runner) step(ctx context.Context, i int, st Step) (StepResult, error) {
 
 // tick is one turn of the world: the emulator moves, then each function
 // runs as its trigger would fire it.
-func (r *runner) tick(ctx context.Context) {
+func (r *runner) tick(ctx context.Context) observed {
 	if err := r.emu.Step(ctx); err != nil {
 		r.o.Log.Warn("emulator step", "error", err)
 	}
@@ -472,7 +471,7 @@ func (r *runner) tick(ctx context.Context) {
 			r.say("%s", line)
 		}
 	}
-	r.observe(ctx)
+	return r.observe(ctx)
 }
 
 func (r *runner) pods(ctx context.Context) []corev1.Pod {
@@ -491,8 +490,16 @@ func (r *runner) nodeClaims(ctx context.Context) []karpv1.NodeClaim {
 	return l.Items
 }
 
-// observe prints what changed since the last look and samples the timeline.
-func (r *runner) observe(ctx context.Context) {
+// observed is what one look at the cluster read; a step's condition is
+// judged on the same look that noted an interruption's move.
+type observed struct {
+	claims []karpv1.NodeClaim
+	pods   []corev1.Pod
+}
+
+// observe prints what changed since the last look and samples the
+// timeline, and returns what it read.
+func (r *runner) observe(ctx context.Context) observed {
 	claims := r.nodeClaims(ctx)
 	live := map[string]bool{}
 	for i := range claims {
@@ -569,6 +576,7 @@ func (r *runner) observe(ctx context.Context) {
 		r.lastSample = r.now()
 		r.timeline = append(r.timeline, sample{T: r.since().Seconds(), Nodes: nodes, Pending: pending, Running: running, Claims: len(claims), Cost: r.cost()})
 	}
+	return observed{claims: claims, pods: pods}
 }
 
 // noteMoved records when an interruption's workload first ran elsewhere
@@ -689,11 +697,11 @@ func (r *runner) cost() float64 {
 	return total
 }
 
-// until evaluates a step's condition, saying what it still waits for.
-func (r *runner) until(ctx context.Context, st Step, stepStart time.Time) (bool, string) {
-	claims := r.nodeClaims(ctx)
-	pods := r.pods(ctx)
-	for _, p := range pods {
+// until evaluates a step's condition on the round's look at the cluster,
+// saying what it still waits for.
+func (r *runner) until(ctx context.Context, st Step, stepStart time.Time, seen observed) (bool, string) {
+	claims := seen.claims
+	for _, p := range seen.pods {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
@@ -702,11 +710,9 @@ func (r *runner) until(ctx context.Context, st Step, stepStart time.Time) (bool,
 		}
 	}
 	if st.Interrupt != nil && !r.deadline.IsZero() {
-		// Every pod runs: if they run elsewhere, the move is noted now at
-		// the latest (it may have come between two observations). If
-		// the queue has not delivered the event yet, the world only
-		// looks settled: the interrupted node still runs its pods.
-		r.noteMoved(pods)
+		// Every pod runs, and observe noted the move on these pods. If the
+		// queue has not delivered the event yet, the world only looks
+		// settled: the interrupted node still runs its pods.
 		if r.movedAt.IsZero() {
 			return false, "the interrupted nodes still run their pods"
 		}
@@ -872,8 +878,7 @@ func (r *runner) pendingReasons(ctx context.Context) {
 // final reads the end state.
 func (r *runner) final(ctx context.Context, sum *Summary) error {
 	r.advance()
-	r.observe(ctx)
-	for _, p := range r.pods(ctx) {
+	for _, p := range r.observe(ctx).pods {
 		switch {
 		case p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil:
 			sum.PodsRunning++
